@@ -1,0 +1,1 @@
+//! The CQL lexer (issue 3).

@@ -1,0 +1,1 @@
+//! The CQL normalizer (issue 3).

@@ -1,0 +1,1 @@
+//! Envelopes (issue 2).

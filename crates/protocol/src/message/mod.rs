@@ -1,0 +1,1 @@
+//! Message views (issue 2).

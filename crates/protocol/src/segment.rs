@@ -1,0 +1,1 @@
+//! v5 segments (issue 2).

@@ -1,0 +1,2 @@
+//! autoprep: the proxy.
+#![forbid(unsafe_code)]

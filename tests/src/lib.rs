@@ -1,0 +1,1 @@
+//! Test support: a real Cassandra, the autoprep binary, and a minimal blocking CQL client.
