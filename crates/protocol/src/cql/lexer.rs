@@ -1,1 +1,729 @@
-//! The CQL lexer (issue 3).
+//! The CQL lexer: CQL text to tokens, following Cassandra's `Lexer.g` (see
+//! `shared/docs/cql-facts.md` section 1).
+//!
+//! The lexer is total: every input gives either a sequence of tokens or a [`LexError`] with the
+//! byte offset where lexing stopped, never a panic. Whitespace and comments are skipped; every
+//! other byte of the input belongs to exactly one token, and a token's `text` is the exact slice
+//! of the input it came from (strings keep their quotes, numbers their sign).
+//!
+//! Where Cassandra's lexer would produce something the parser can only reject (a number glued to
+//! letters such as `12abc`, a line comment with no line end, a stray `$`), the lexer reports an
+//! error instead of guessing: the caller then passes the statement through untouched and the
+//! server reports its own error.
+//!
+//! Keywords are not distinguished from identifiers here: every unquoted word is a
+//! [`TokenKind::Ident`] and [`Token::is_keyword`] compares case-insensitively. The exceptions are
+//! the words that are constants (`true`, `false`, `NaN`, `Infinity`), which have their own kinds.
+//! A named bind marker `:name` is two tokens, [`TokenKind::Colon`] and the name, because the
+//! grammar allows whitespace between them and the same colon separates map entries.
+
+use thiserror::Error;
+
+/// One token: its kind, its exact text in the input, and the byte offset where it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token<'a> {
+    /// What the token is.
+    pub kind: TokenKind,
+    /// The token's text, exactly as written (quotes, signs and case included).
+    pub text: &'a str,
+    /// Byte offset of the token in the input.
+    pub offset: usize,
+}
+
+impl Token<'_> {
+    /// True if the token is the unquoted word `kw` in any case (`kw` is given in upper case,
+    /// ASCII).
+    #[inline]
+    pub fn is_keyword(&self, kw: &str) -> bool {
+        self.kind == TokenKind::Ident && self.text.eq_ignore_ascii_case(kw)
+    }
+
+    /// Byte offset just past the token.
+    #[inline]
+    pub fn end(&self) -> usize {
+        self.offset + self.text.len()
+    }
+}
+
+/// The kinds of CQL tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// An unquoted identifier or keyword: `LETTER (LETTER | DIGIT | _)*`.
+    Ident,
+    /// A quoted identifier `"..."` (with `""` for a quote), including the empty name `""`.
+    QuotedIdent,
+    /// A string constant: `'...'` with `''` for a quote, or `$$...$$`.
+    String,
+    /// An integer constant with its adjacent minus: `-?DIGIT+`.
+    Integer,
+    /// A floating-point constant: `1.`, `1.5`, `1e5`, `-1.5E-3`.
+    Float,
+    /// `true` or `false`, any case.
+    Boolean,
+    /// `NaN` or `-NaN`, any case.
+    NaN,
+    /// `Infinity` or `-Infinity`, any case.
+    Infinity,
+    /// An unquoted UUID `8-4-4-4-12` hex digits.
+    Uuid,
+    /// A blob constant: `0x` or `0X` followed by hex digits (possibly none).
+    Hex,
+    /// A duration constant, unit form (`1h30m`, `-2d`) or ISO 8601 form (`P1Y2M`, `PT1H`,
+    /// `P2W`, `P0001-02-03T04:05:06`).
+    Duration,
+    /// `?`
+    QMark,
+    /// `:`
+    Colon,
+    /// `(`
+    LParen,
+    /// `)`
+    RParen,
+    /// `[`
+    LBracket,
+    /// `]`
+    RBracket,
+    /// `{`
+    LBrace,
+    /// `}`
+    RBrace,
+    /// `,`
+    Comma,
+    /// `;`
+    Semicolon,
+    /// `.`
+    Dot,
+    /// `..`
+    Range,
+    /// `=`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `+`
+    Plus,
+    /// `-`
+    Minus,
+    /// `*`
+    Star,
+    /// `/`
+    Slash,
+    /// `%`
+    Percent,
+    /// `+=`
+    PlusEq,
+    /// `-=`
+    MinusEq,
+}
+
+impl TokenKind {
+    /// True for the kinds that are constants in the grammar (`constant` in `Parser.g`).
+    /// `null` is an [`TokenKind::Ident`] and is not included.
+    #[inline]
+    pub fn is_constant(self) -> bool {
+        matches!(
+            self,
+            TokenKind::String
+                | TokenKind::Integer
+                | TokenKind::Float
+                | TokenKind::Boolean
+                | TokenKind::NaN
+                | TokenKind::Infinity
+                | TokenKind::Uuid
+                | TokenKind::Hex
+                | TokenKind::Duration
+        )
+    }
+}
+
+/// Why lexing stopped. Every variant carries the byte offset of the problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum LexError {
+    /// The input is not UTF-8; `offset` is where the first invalid sequence starts.
+    #[error("invalid UTF-8 at byte {offset}")]
+    InvalidUtf8 {
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// A `'...'` or `$$...$$` string has no closing delimiter.
+    #[error("unterminated string starting at byte {offset}")]
+    UnterminatedString {
+        /// Byte offset of the opening delimiter.
+        offset: usize,
+    },
+    /// A `"..."` identifier has no closing quote.
+    #[error("unterminated quoted identifier starting at byte {offset}")]
+    UnterminatedQuotedIdent {
+        /// Byte offset of the opening quote.
+        offset: usize,
+    },
+    /// A `/* */` comment has no end, or a `--` / `//` comment runs to the end of the input
+    /// without a line end (Cassandra's lexer rejects that too).
+    #[error("unterminated comment starting at byte {offset}")]
+    UnterminatedComment {
+        /// Byte offset of the comment's first character.
+        offset: usize,
+    },
+    /// A number, UUID, blob or duration is malformed or glued to letters (`12abc`, `1e`, `0xg`).
+    #[error("malformed constant at byte {offset}")]
+    MalformedConstant {
+        /// Byte offset of the constant's first character.
+        offset: usize,
+    },
+    /// A character that starts no CQL token.
+    #[error("unexpected character {ch:?} at byte {offset}")]
+    UnexpectedChar {
+        /// Byte offset of the character.
+        offset: usize,
+        /// The character.
+        ch: char,
+    },
+}
+
+impl LexError {
+    /// Byte offset of the problem in the input.
+    pub fn offset(&self) -> usize {
+        match *self {
+            LexError::InvalidUtf8 { offset }
+            | LexError::UnterminatedString { offset }
+            | LexError::UnterminatedQuotedIdent { offset }
+            | LexError::UnterminatedComment { offset }
+            | LexError::MalformedConstant { offset }
+            | LexError::UnexpectedChar { offset, .. } => offset,
+        }
+    }
+}
+
+/// An iterator over the tokens of a CQL text. It yields `Err` at most once, then ends.
+#[derive(Debug, Clone)]
+pub struct Lexer<'a> {
+    src: &'a str,
+    pos: usize,
+    done: bool,
+}
+
+/// Checks that `input` is UTF-8 and returns a lexer over it.
+pub fn from_bytes(input: &[u8]) -> Result<Lexer<'_>, LexError> {
+    Lexer::from_bytes(input)
+}
+
+/// Lexes the whole of `src` into a vector of tokens.
+pub fn tokenize(src: &str) -> Result<Vec<Token<'_>>, LexError> {
+    let mut out = Vec::with_capacity(src.len() / 4 + 4);
+    tokenize_into(src, &mut out)?;
+    Ok(out)
+}
+
+/// Lexes the whole of `src`, appending the tokens to `out` (which is not cleared first).
+pub fn tokenize_into<'a>(src: &'a str, out: &mut Vec<Token<'a>>) -> Result<(), LexError> {
+    let mut lexer = Lexer::new(src);
+    while let Some(tok) = lexer.next_token()? {
+        out.push(tok);
+    }
+    Ok(())
+}
+
+#[inline]
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The UTF-8 encoding of `µ` (U+00B5), allowed in the duration unit `µs`.
+const MICRO: [u8; 2] = [0xC2, 0xB5];
+
+impl<'a> Lexer<'a> {
+    /// A lexer over `src`.
+    pub fn new(src: &'a str) -> Self {
+        Lexer {
+            src,
+            pos: 0,
+            done: false,
+        }
+    }
+
+    /// Checks that `input` is UTF-8 and returns a lexer over it.
+    pub fn from_bytes(input: &'a [u8]) -> Result<Self, LexError> {
+        match std::str::from_utf8(input) {
+            Ok(src) => Ok(Lexer::new(src)),
+            Err(e) => Err(LexError::InvalidUtf8 {
+                offset: e.valid_up_to(),
+            }),
+        }
+    }
+
+    /// The text being lexed.
+    pub fn source(&self) -> &'a str {
+        self.src
+    }
+
+    #[inline]
+    fn byte(&self, i: usize) -> u8 {
+        // 0 past the end: no token class contains NUL, and loops that scan string contents
+        // check the length explicitly, so a NUL in the input is never confused with the end.
+        self.src.as_bytes().get(i).copied().unwrap_or(0)
+    }
+
+    /// The next token, `Ok(None)` at the end of the input.
+    pub fn next_token(&mut self) -> Result<Option<Token<'a>>, LexError> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.lex() {
+            Ok(Some(t)) => Ok(Some(t)),
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn token(&mut self, kind: TokenKind, start: usize, end: usize) -> Result<Token<'a>, LexError> {
+        // `get` keeps this panic-free even if a bug ever produced a non-boundary index.
+        let text = self
+            .src
+            .get(start..end)
+            .ok_or(LexError::MalformedConstant { offset: start })?;
+        self.pos = end;
+        Ok(Token {
+            kind,
+            text,
+            offset: start,
+        })
+    }
+
+    fn unexpected(&self, offset: usize) -> LexError {
+        let ch = self
+            .src
+            .get(offset..)
+            .and_then(|s| s.chars().next())
+            .unwrap_or('\u{FFFD}');
+        LexError::UnexpectedChar { offset, ch }
+    }
+
+    fn lex(&mut self) -> Result<Option<Token<'a>>, LexError> {
+        let len = self.src.len();
+        loop {
+            if self.pos >= len {
+                return Ok(None);
+            }
+            let start = self.pos;
+            let b = self.byte(start);
+            let kind = match b {
+                b' ' | b'\t' | b'\r' | b'\n' => {
+                    self.pos += 1;
+                    continue;
+                }
+                b'-' => {
+                    let n = self.byte(start + 1);
+                    if n == b'-' {
+                        self.line_comment(start)?;
+                        continue;
+                    }
+                    if n.is_ascii_digit() {
+                        return self.number(start, start + 1).map(Some);
+                    }
+                    if n == b'=' {
+                        return self.token(TokenKind::MinusEq, start, start + 2).map(Some);
+                    }
+                    if n.is_ascii_alphabetic() {
+                        if let Some(t) = self.negative_word(start)? {
+                            return Ok(Some(t));
+                        }
+                    }
+                    TokenKind::Minus
+                }
+                b'/' => match self.byte(start + 1) {
+                    b'/' => {
+                        self.line_comment(start)?;
+                        continue;
+                    }
+                    b'*' => {
+                        self.block_comment(start)?;
+                        continue;
+                    }
+                    _ => TokenKind::Slash,
+                },
+                b'0'..=b'9' => return self.number(start, start).map(Some),
+                b'a'..=b'z' | b'A'..=b'Z' => return self.word(start).map(Some),
+                b'\'' => return self.quoted_string(start).map(Some),
+                b'$' => return self.dollar_string(start).map(Some),
+                b'"' => return self.quoted_ident(start).map(Some),
+                b'?' => TokenKind::QMark,
+                b':' => TokenKind::Colon,
+                b'(' => TokenKind::LParen,
+                b')' => TokenKind::RParen,
+                b'[' => TokenKind::LBracket,
+                b']' => TokenKind::RBracket,
+                b'{' => TokenKind::LBrace,
+                b'}' => TokenKind::RBrace,
+                b',' => TokenKind::Comma,
+                b';' => TokenKind::Semicolon,
+                b'*' => TokenKind::Star,
+                b'%' => TokenKind::Percent,
+                b'=' => TokenKind::Eq,
+                b'.' => {
+                    if self.byte(start + 1) == b'.' {
+                        return self.token(TokenKind::Range, start, start + 2).map(Some);
+                    }
+                    TokenKind::Dot
+                }
+                b'<' | b'>' | b'!' | b'+' => {
+                    let eq = self.byte(start + 1) == b'=';
+                    let kind = match (b, eq) {
+                        (b'<', true) => TokenKind::Le,
+                        (b'<', false) => TokenKind::Lt,
+                        (b'>', true) => TokenKind::Ge,
+                        (b'>', false) => TokenKind::Gt,
+                        (b'+', true) => TokenKind::PlusEq,
+                        (b'+', false) => TokenKind::Plus,
+                        (_, true) => TokenKind::Ne,
+                        (_, false) => return Err(self.unexpected(start)),
+                    };
+                    let end = if eq { start + 2 } else { start + 1 };
+                    return self.token(kind, start, end).map(Some);
+                }
+                _ => return Err(self.unexpected(start)),
+            };
+            return self.token(kind, start, start + 1).map(Some);
+        }
+    }
+
+    /// `--` or `//` up to and including a CR or LF. Cassandra requires the line end.
+    fn line_comment(&mut self, start: usize) -> Result<(), LexError> {
+        let rest = self.src.as_bytes().get(start + 2..).unwrap_or(&[]);
+        match rest.iter().position(|&c| c == b'\n' || c == b'\r') {
+            Some(i) => {
+                self.pos = start + 2 + i + 1;
+                Ok(())
+            }
+            None => Err(LexError::UnterminatedComment { offset: start }),
+        }
+    }
+
+    /// `/* ... */`, not nested.
+    fn block_comment(&mut self, start: usize) -> Result<(), LexError> {
+        let rest = self.src.as_bytes().get(start + 2..).unwrap_or(&[]);
+        match rest.windows(2).position(|w| w == b"*/") {
+            Some(i) => {
+                self.pos = start + 2 + i + 2;
+                Ok(())
+            }
+            None => Err(LexError::UnterminatedComment { offset: start }),
+        }
+    }
+
+    /// `'...'` with `''` standing for one quote.
+    fn quoted_string(&mut self, start: usize) -> Result<Token<'a>, LexError> {
+        let end = self
+            .scan_doubled(start, b'\'')
+            .ok_or(LexError::UnterminatedString { offset: start })?;
+        self.token(TokenKind::String, start, end)
+    }
+
+    /// `"..."` with `""` standing for one quote; `""` alone is the empty name.
+    fn quoted_ident(&mut self, start: usize) -> Result<Token<'a>, LexError> {
+        let end = self
+            .scan_doubled(start, b'"')
+            .ok_or(LexError::UnterminatedQuotedIdent { offset: start })?;
+        self.token(TokenKind::QuotedIdent, start, end)
+    }
+
+    /// Offset just past the closing `q` of a `q...q` run where `qq` is an escaped `q`.
+    fn scan_doubled(&self, start: usize, q: u8) -> Option<usize> {
+        let bytes = self.src.as_bytes();
+        let mut i = start + 1;
+        loop {
+            let rel = bytes.get(i..)?.iter().position(|&c| c == q)?;
+            i += rel;
+            if bytes.get(i + 1) == Some(&q) {
+                i += 2;
+            } else {
+                return Some(i + 1);
+            }
+        }
+    }
+
+    /// `$$...$$`: the content cannot contain `$$`.
+    fn dollar_string(&mut self, start: usize) -> Result<Token<'a>, LexError> {
+        if self.byte(start + 1) != b'$' {
+            return Err(self.unexpected(start));
+        }
+        let rest = self.src.as_bytes().get(start + 2..).unwrap_or(&[]);
+        match rest.windows(2).position(|w| w == b"$$") {
+            Some(i) => self.token(TokenKind::String, start, start + 2 + i + 2),
+            None => Err(LexError::UnterminatedString { offset: start }),
+        }
+    }
+
+    /// End of the run of identifier bytes starting at `i`.
+    fn ident_end(&self, mut i: usize) -> usize {
+        while is_ident_byte(self.byte(i)) {
+            i += 1;
+        }
+        i
+    }
+
+    /// A word starting with a letter: a UUID, an ISO duration, a constant word or an identifier.
+    fn word(&mut self, start: usize) -> Result<Token<'a>, LexError> {
+        if let Some(t) = self.try_uuid(start)? {
+            return Ok(t);
+        }
+        if self.byte(start) == b'P' {
+            if let Some(end) = self.iso_duration(start) {
+                return self.token(TokenKind::Duration, start, end);
+            }
+        }
+        let end = self.ident_end(start);
+        let text = self.src.get(start..end).unwrap_or("");
+        let kind = if text.eq_ignore_ascii_case("true") || text.eq_ignore_ascii_case("false") {
+            TokenKind::Boolean
+        } else if text.eq_ignore_ascii_case("nan") {
+            TokenKind::NaN
+        } else if text.eq_ignore_ascii_case("infinity") {
+            TokenKind::Infinity
+        } else {
+            TokenKind::Ident
+        };
+        self.token(kind, start, end)
+    }
+
+    /// After a `-` followed by a letter: `-NaN`, `-Infinity` or a negative ISO duration.
+    /// `None` means the minus is an operator on its own.
+    fn negative_word(&mut self, start: usize) -> Result<Option<Token<'a>>, LexError> {
+        if self.byte(start + 1) == b'P' {
+            if let Some(end) = self.iso_duration(start + 1) {
+                return self.token(TokenKind::Duration, start, end).map(Some);
+            }
+        }
+        let end = self.ident_end(start + 1);
+        let word = self.src.get(start + 1..end).unwrap_or("");
+        let kind = if word.eq_ignore_ascii_case("nan") {
+            TokenKind::NaN
+        } else if word.eq_ignore_ascii_case("infinity") {
+            TokenKind::Infinity
+        } else {
+            return Ok(None);
+        };
+        self.token(kind, start, end).map(Some)
+    }
+
+    /// An unquoted UUID at `start`, if the 36 bytes there have the 8-4-4-4-12 hex shape.
+    fn try_uuid(&mut self, start: usize) -> Result<Option<Token<'a>>, LexError> {
+        let Some(b) = self.src.as_bytes().get(start..start + 36) else {
+            return Ok(None);
+        };
+        let shape_ok = b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        });
+        if !shape_ok {
+            return Ok(None);
+        }
+        if is_ident_byte(self.byte(start + 36)) {
+            return Err(LexError::MalformedConstant { offset: start });
+        }
+        self.token(TokenKind::Uuid, start, start + 36).map(Some)
+    }
+
+    /// End of an ISO 8601 duration starting with the `P` at `p`, if there is one there and it is
+    /// not followed by more identifier bytes (then the whole word is an identifier).
+    fn iso_duration(&self, p: usize) -> Option<usize> {
+        let bytes = self.src.as_bytes();
+        // Alternative format P0001-02-03T04:05:06.
+        if let Some(alt) = bytes.get(p..p + 20) {
+            const SHAPE: &[u8; 20] = b"P0000-00-00T00:00:00";
+            let ok = alt.iter().zip(SHAPE.iter()).all(|(&c, &s)| {
+                if s == b'0' {
+                    c.is_ascii_digit()
+                } else {
+                    c == s
+                }
+            });
+            if ok && !is_ident_byte(self.byte(p + 20)) {
+                return Some(p + 20);
+            }
+        }
+        let end = self.ident_end(p);
+        let word = bytes.get(p..end)?;
+        if is_iso_designators(word) {
+            Some(end)
+        } else {
+            None
+        }
+    }
+
+    /// A constant starting with a digit at `digits` (`start` is `digits - 1` when a minus
+    /// precedes): UUID, blob, integer, float or unit-form duration.
+    fn number(&mut self, start: usize, digits: usize) -> Result<Token<'a>, LexError> {
+        if start == digits {
+            if let Some(t) = self.try_uuid(start)? {
+                return Ok(t);
+            }
+            if self.byte(start) == b'0' && matches!(self.byte(start + 1), b'x' | b'X') {
+                let mut i = start + 2;
+                while self.byte(i).is_ascii_hexdigit() {
+                    i += 1;
+                }
+                if is_ident_byte(self.byte(i)) {
+                    return Err(LexError::MalformedConstant { offset: start });
+                }
+                return self.token(TokenKind::Hex, start, i);
+            }
+        }
+        let mut i = digits;
+        while self.byte(i).is_ascii_digit() {
+            i += 1;
+        }
+        let malformed = LexError::MalformedConstant { offset: start };
+        match self.byte(i) {
+            b'.' => {
+                if self.byte(i + 1) == b'.' {
+                    // `1..2` is INTEGER RANGE INTEGER, but `1...` is FLOAT(`1.`) RANGE.
+                    if self.byte(i + 2) == b'.' {
+                        return self.token(TokenKind::Float, start, i + 1);
+                    }
+                    return self.token(TokenKind::Integer, start, i);
+                }
+                i += 1;
+                while self.byte(i).is_ascii_digit() {
+                    i += 1;
+                }
+                if matches!(self.byte(i), b'e' | b'E') {
+                    i = self.exponent(i).ok_or(malformed)?;
+                }
+                if is_ident_byte(self.byte(i)) {
+                    return Err(malformed);
+                }
+                self.token(TokenKind::Float, start, i)
+            }
+            b'e' | b'E' => {
+                i = self.exponent(i).ok_or(malformed)?;
+                if is_ident_byte(self.byte(i)) {
+                    return Err(malformed);
+                }
+                self.token(TokenKind::Float, start, i)
+            }
+            c if c.is_ascii_alphabetic() || c == MICRO[0] => {
+                let end = self.duration_units(i).ok_or(malformed)?;
+                self.token(TokenKind::Duration, start, end)
+            }
+            b'_' => Err(malformed),
+            _ => self.token(TokenKind::Integer, start, i),
+        }
+    }
+
+    /// `e`/`E`, an optional sign and digits at `i`; the offset past them.
+    fn exponent(&self, i: usize) -> Option<usize> {
+        let mut j = i + 1;
+        if matches!(self.byte(j), b'+' | b'-') {
+            j += 1;
+        }
+        let first = j;
+        while self.byte(j).is_ascii_digit() {
+            j += 1;
+        }
+        (j > first).then_some(j)
+    }
+
+    /// The unit-form duration tail at `i` (just after the first digits): `UNIT (DIGIT+ UNIT)*`.
+    fn duration_units(&self, mut i: usize) -> Option<usize> {
+        loop {
+            i += self.unit_len(i)?;
+            let c = self.byte(i);
+            if c.is_ascii_digit() {
+                while self.byte(i).is_ascii_digit() {
+                    i += 1;
+                }
+                continue;
+            }
+            if is_ident_byte(c) || c == MICRO[0] {
+                return None;
+            }
+            return Some(i);
+        }
+    }
+
+    /// Length in bytes of the duration unit at `i`, longest match first.
+    fn unit_len(&self, i: usize) -> Option<usize> {
+        let a = self.byte(i).to_ascii_lowercase();
+        let b = self.byte(i + 1).to_ascii_lowercase();
+        match (a, b) {
+            (b'm', b'o') | (b'm', b's') | (b'u', b's') | (b'n', b's') => Some(2),
+            (0xC2, 0xB5) if self.byte(i + 2).to_ascii_lowercase() == b's' => Some(3),
+            (b'y' | b'w' | b'd' | b'h' | b'm' | b's', _) => Some(1),
+            _ => None,
+        }
+    }
+}
+
+/// True if `w` (starting with `P`) is an ISO 8601 designator duration: `P<n>W`, or
+/// `P[<n>Y][<n>M][<n>D][T[<n>H][<n>M][<n>S]]` with at least one part on each side used.
+fn is_iso_designators(w: &[u8]) -> bool {
+    // Parses `(<digits><designator>)*` with designators in the given order; returns the
+    // offset reached and how many parts were read.
+    fn parts(w: &[u8], mut i: usize, designators: &[u8]) -> Option<(usize, usize)> {
+        let mut next = 0;
+        let mut count = 0;
+        loop {
+            let digits_start = i;
+            while w.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            if i == digits_start {
+                return Some((i, count));
+            }
+            let d = *w.get(i)?;
+            let found = designators.get(next..)?.iter().position(|&x| x == d)?;
+            next += found + 1;
+            count += 1;
+            i += 1;
+        }
+    }
+    if w.first() != Some(&b'P') {
+        return false;
+    }
+    if let Some((i, 1)) = parts(w, 1, b"W") {
+        if i == w.len() {
+            return true;
+        }
+    }
+    let Some((mut i, period)) = parts(w, 1, b"YMD") else {
+        return false;
+    };
+    if w.get(i) == Some(&b'T') {
+        let Some((j, time)) = parts(w, i + 1, b"HMS") else {
+            return false;
+        };
+        if time == 0 {
+            return false;
+        }
+        i = j;
+    } else if period == 0 {
+        return false;
+    }
+    i == w.len()
+}
+
+impl<'a> Iterator for Lexer<'a> {
+    type Item = Result<Token<'a>, LexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_token().transpose()
+    }
+}
+
+impl std::iter::FusedIterator for Lexer<'_> {}
+
+#[cfg(test)]
+mod tests;

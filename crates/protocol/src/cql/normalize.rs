@@ -1,1 +1,261 @@
-//! The CQL normalizer (issue 3).
+//! The CQL normalizer: turns a DML statement with inline literals into a canonical *shape*
+//! (the text with `?` markers) plus the literals taken out of it, in marker order.
+//!
+//! What becomes a marker follows `shared/docs/cql-facts.md` sections 2 and 3: a literal is
+//! replaced only where the server accepts a bind marker *and* the marker means exactly what the
+//! literal meant. Everything else stays inline:
+//! - the selection clause and GROUP BY (the server cannot type a marker there, and result column
+//!   names would change);
+//! - operands of arithmetic and unary minus, function arguments (a literal picks an overload by
+//!   its kind, a marker does not), type casts;
+//! - `null` except as a whole INSERT value or a whole `SET c = null` (elsewhere a literal null
+//!   and a bound null are not known to behave the same: `WHERE k = null`, `IF c = null`, list
+//!   elements);
+//! - a collection, tuple or UDT literal that contains anything but literals is not bound as one
+//!   value: its literal elements are replaced one by one.
+//!
+//! `IN (l1, l2, ...)` made only of literals becomes `IN ?` bound to one list, so every list
+//! length shares one prepared statement. `c = c -1` (lexed as `c`, `-1`) and `c = c 5` become
+//! `c = c + ?` bound to the integer, which is what the server makes of them.
+//!
+//! Each replacement swaps a `value` of the grammar for a marker, which the grammar accepts in
+//! the same places, so the shape parses exactly when the original does; the proxy still falls
+//! back to the original text whenever PREPARE fails or reports a different number of markers.
+//!
+//! The canonical text drops comments and trailing semicolons, writes single spaces between
+//! tokens (none inside brackets, before commas, around dots of qualified names), upper-cases
+//! the keywords the normalizer recognizes, and keeps identifiers exactly as written. Two
+//! statements that differ only in replaced literal values give the same text byte for byte.
+
+mod parser;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+
+use md5::{Digest, Md5};
+use thiserror::Error;
+
+use crate::cql::lexer::{LexError, Token, TokenKind};
+use crate::cql::Literal;
+
+/// What a statement is, from its first keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatementKind {
+    /// `SELECT`
+    Select,
+    /// `INSERT`
+    Insert,
+    /// `UPDATE`
+    Update,
+    /// `DELETE`
+    Delete,
+    /// `BEGIN [UNLOGGED | COUNTER] BATCH ... APPLY BATCH`
+    Batch,
+    /// `USE`
+    Use,
+    /// Anything else: DDL, DCL, DESCRIBE, TRUNCATE, unknown, empty.
+    Other,
+}
+
+impl StatementKind {
+    /// A short lower-case name, for metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementKind::Select => "select",
+            StatementKind::Insert => "insert",
+            StatementKind::Update => "update",
+            StatementKind::Delete => "delete",
+            StatementKind::Batch => "batch",
+            StatementKind::Use => "use",
+            StatementKind::Other => "other",
+        }
+    }
+
+    /// The kind a statement starting with `first` has.
+    pub fn of_first_token(first: Option<&Token<'_>>) -> Self {
+        let Some(t) = first else {
+            return StatementKind::Other;
+        };
+        if t.kind != TokenKind::Ident {
+            return StatementKind::Other;
+        }
+        let w = t.text;
+        if w.eq_ignore_ascii_case("SELECT") {
+            StatementKind::Select
+        } else if w.eq_ignore_ascii_case("INSERT") {
+            StatementKind::Insert
+        } else if w.eq_ignore_ascii_case("UPDATE") {
+            StatementKind::Update
+        } else if w.eq_ignore_ascii_case("DELETE") {
+            StatementKind::Delete
+        } else if w.eq_ignore_ascii_case("BEGIN") {
+            StatementKind::Batch
+        } else if w.eq_ignore_ascii_case("USE") {
+            StatementKind::Use
+        } else {
+            StatementKind::Other
+        }
+    }
+}
+
+/// A normalized statement: canonical text with markers, and what each marker stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape<'a> {
+    /// The statement kind (never `Use` or `Other`).
+    pub kind: StatementKind,
+    /// The canonical text, with `?` for every replaced literal and the client's own markers
+    /// (`?`, `:name`) kept.
+    pub text: String,
+    /// One entry per marker in `text`, in textual order (which is the server's bind order).
+    pub slots: Vec<Slot<'a>>,
+}
+
+/// What one marker of a [`Shape`] stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot<'a> {
+    /// A literal the normalizer replaced (an `IN` list as [`Literal::List`]).
+    Literal(Literal<'a>),
+    /// The client's own positional `?`; `index` counts the client's positional markers from 0.
+    ClientMarker {
+        /// Position among the client's positional markers, i.e. among the QUERY's values.
+        index: u16,
+    },
+    /// The client's own `:name` marker; `name` is the identifier as written after the colon
+    /// (a quoted name keeps its quotes, see [`Slot::resolved_name`]).
+    ClientNamed {
+        /// The name as written.
+        name: &'a str,
+    },
+}
+
+impl Slot<'_> {
+    /// For [`Slot::ClientNamed`], the name as the server resolves it: unquoted names
+    /// lower-cased, quoted ones unescaped. `None` for other slots.
+    pub fn resolved_name(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Slot::ClientNamed { name } => Some(resolve_identifier(name)),
+            _ => None,
+        }
+    }
+}
+
+impl Shape<'_> {
+    /// MD5 of the keyspace bytes (if any) followed by the text: the fingerprint a cache keys on
+    /// (it is also how Cassandra derives a prepared id for an unqualified statement).
+    pub fn fingerprint(&self, keyspace: Option<&str>) -> [u8; 16] {
+        let mut h = Md5::new();
+        if let Some(ks) = keyspace {
+            h.update(ks.as_bytes());
+        }
+        h.update(self.text.as_bytes());
+        h.finalize().into()
+    }
+
+    /// How many slots are literals the normalizer replaced.
+    pub fn literal_count(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Literal(_)))
+            .count()
+    }
+
+    /// How many slots are the client's own markers (positional or named).
+    pub fn client_marker_count(&self) -> usize {
+        self.slots.len() - self.literal_count()
+    }
+}
+
+/// Why a statement is not rewritten. The statement then goes to the server unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotCandidate {
+    /// `USE ks`, with the keyspace as the server resolves it (unquoted lower-cased, quoted
+    /// unescaped).
+    Use {
+        /// The keyspace name.
+        keyspace: String,
+    },
+    /// DDL, DCL, any other non-DML statement, or an empty one.
+    NotDml,
+    /// DML with no literal that could be replaced.
+    NoLiterals {
+        /// The statement kind.
+        kind: StatementKind,
+    },
+    /// DML with a construct the normalizer does not fully understand, or invalid CQL.
+    Unsupported {
+        /// The statement kind.
+        kind: StatementKind,
+        /// Byte offset of the token where the normalizer gave up.
+        offset: usize,
+        /// A fixed description, safe as a metric label (never user data).
+        reason: &'static str,
+    },
+}
+
+impl NotCandidate {
+    /// The statement kind.
+    pub fn kind(&self) -> StatementKind {
+        match self {
+            NotCandidate::Use { .. } => StatementKind::Use,
+            NotCandidate::NotDml => StatementKind::Other,
+            NotCandidate::NoLiterals { kind } | NotCandidate::Unsupported { kind, .. } => *kind,
+        }
+    }
+
+    /// A fixed short reason, for metric labels.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            NotCandidate::Use { .. } => "use",
+            NotCandidate::NotDml => "not dml",
+            NotCandidate::NoLiterals { .. } => "no literals",
+            NotCandidate::Unsupported { reason, .. } => reason,
+        }
+    }
+}
+
+/// The result of [`normalize`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Normalized<'a> {
+    /// A rewritable statement.
+    Shape(Shape<'a>),
+    /// A statement to pass through, and why.
+    NotCandidate(NotCandidate),
+}
+
+/// Why a text could not be normalized at all (it is then passed through).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum NormalizeError {
+    /// The text is not valid UTF-8 or not lexically valid CQL.
+    #[error(transparent)]
+    Lex(#[from] LexError),
+}
+
+/// Normalizes the text of a QUERY (raw bytes, checked for UTF-8).
+pub fn normalize(query: &[u8]) -> Result<Normalized<'_>, NormalizeError> {
+    let src = std::str::from_utf8(query).map_err(|e| LexError::InvalidUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    normalize_str(src)
+}
+
+/// Normalizes CQL text.
+pub fn normalize_str(src: &str) -> Result<Normalized<'_>, NormalizeError> {
+    parser::normalize(src)
+}
+
+/// An identifier as the server resolves it: a quoted one (`"..."`) unescaped, an unquoted one
+/// lower-cased.
+pub fn resolve_identifier(text: &str) -> Cow<'_, str> {
+    if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        if inner.contains("\"\"") {
+            Cow::Owned(inner.replace("\"\"", "\""))
+        } else {
+            Cow::Borrowed(inner)
+        }
+    } else if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(text.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
