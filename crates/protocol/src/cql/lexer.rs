@@ -660,7 +660,7 @@ impl<'a> Lexer<'a> {
         let b = self.byte(i + 1).to_ascii_lowercase();
         match (a, b) {
             (b'm', b'o') | (b'm', b's') | (b'u', b's') | (b'n', b's') => Some(2),
-            (0xC2, 0xB5) if self.byte(i + 2).to_ascii_lowercase() == b's' => Some(3),
+            (0xC2, 0xB5) if self.byte(i + 2).eq_ignore_ascii_case(&b's') => Some(3),
             (b'y' | b'w' | b'd' | b'h' | b'm' | b's', _) => Some(1),
             _ => None,
         }

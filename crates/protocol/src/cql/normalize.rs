@@ -11,8 +11,9 @@
 //! - `null` except as a whole INSERT value or a whole `SET c = null` (elsewhere a literal null
 //!   and a bound null are not known to behave the same: `WHERE k = null`, `IF c = null`, list
 //!   elements);
-//! - a collection, tuple or UDT literal that contains anything but literals is not bound as one
-//!   value: its literal elements are replaced one by one.
+//! - a list, set or map literal that contains anything but literals (Cassandra 5 rejects
+//!   markers inside collection literals); a tuple or UDT literal with non-literal parts has its
+//!   literal elements replaced one by one instead.
 //!
 //! `IN (l1, l2, ...)` made only of literals becomes `IN ?` bound to one list, so every list
 //! length shares one prepared statement. `c = c -1` (lexed as `c`, `-1`) and `c = c 5` become

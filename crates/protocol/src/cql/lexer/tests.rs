@@ -464,7 +464,7 @@ fn cqlish() -> impl Strategy<Value = std::string::String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4000))]
+    #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
     fn total_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {

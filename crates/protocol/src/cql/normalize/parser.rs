@@ -18,6 +18,12 @@ use crate::cql::Literal;
 /// stack.
 const MAX_DEPTH: u32 = 48;
 
+/// Reserved words that may follow a complete term (so they are never a function name).
+const FOLLOWS_TERM: &[&str] = &[
+    "AND", "IF", "WHERE", "USING", "LIMIT", "ORDER", "GROUP", "PER", "ALLOW", "APPLY", "INSERT",
+    "UPDATE", "DELETE", "BEGIN", "FROM", "SET", "BYPASS",
+];
+
 /// Where and why the parser gave up.
 #[derive(Debug, Clone, Copy)]
 struct Bail {
@@ -1064,27 +1070,22 @@ impl<'t, 'a> Parser<'t, 'a> {
         Ok(())
     }
 
-    /// A value that is not all literals: a client marker, or a collection / tuple / UDT whose
-    /// elements are emitted one by one.
+    /// A value that is not all literals: a client marker, a tuple or UDT literal whose
+    /// elements are emitted one by one, or a list / set / map literal, which stays inline
+    /// (Cassandra 5 rejects markers inside collection literals: "bind variables are not
+    /// supported inside collection literals"; tuples, UDTs and vectors accept them, but a
+    /// vector cannot be told from a list here).
     fn composite(&mut self, depth: u32) -> PResult<()> {
         if self.client_marker()? {
             return Ok(());
         }
         let at = self.pos;
         match self.kind(at) {
-            Some(TokenKind::LBracket) => self.elements(TokenKind::RBracket, depth + 1),
             Some(TokenKind::LParen) => self.elements(TokenKind::RParen, depth + 1),
-            Some(TokenKind::LBrace) => {
-                if self.is_name(at + 1) && self.kind(at + 2) == Some(TokenKind::Colon) {
-                    self.udt_elements(depth + 1)
-                } else {
-                    let (end, _) = self.scan_term(at + 1, depth + 1)?;
-                    if self.kind(end) == Some(TokenKind::Colon) {
-                        self.map_elements(depth + 1)
-                    } else {
-                        self.elements(TokenKind::RBrace, depth + 1)
-                    }
-                }
+            Some(TokenKind::LBrace)
+                if self.is_name(at + 1) && self.kind(at + 2) == Some(TokenKind::Colon) =>
+            {
+                self.udt_elements(depth + 1)
             }
             _ => {
                 let (end, _) = self.scan_term(at, depth)?;
@@ -1105,24 +1106,6 @@ impl<'t, 'a> Parser<'t, 'a> {
                 Some(TokenKind::Comma) => self.copy(Piece::Comma)?,
                 Some(k) if k == close => return self.copy(Piece::Close),
                 _ => return Err(self.bail("malformed literal")),
-            }
-        }
-    }
-
-    /// `{ k: v, ... }` with keys and values emitted by [`Self::value_term`].
-    fn map_elements(&mut self, depth: u32) -> PResult<()> {
-        self.copy(Piece::Open)?;
-        loop {
-            self.value_term(false, depth)?;
-            if self.kind(self.pos) != Some(TokenKind::Colon) {
-                return Err(self.bail("malformed map literal"));
-            }
-            self.copy(Piece::MapColon)?;
-            self.value_term(false, depth)?;
-            match self.kind(self.pos) {
-                Some(TokenKind::Comma) => self.copy(Piece::Comma)?,
-                Some(TokenKind::RBrace) => return self.copy(Piece::Close),
-                _ => return Err(self.bail("malformed map literal")),
             }
         }
     }
@@ -1251,18 +1234,26 @@ impl<'t, 'a> Parser<'t, 'a> {
                     || matches!(
                         t.kind,
                         TokenKind::QMark
-                            | TokenKind::Colon
                             | TokenKind::LParen
                             | TokenKind::LBracket
                             | TokenKind::LBrace
                             | TokenKind::QuotedIdent
                     )
                     || (t.kind == TokenKind::Ident
+                        && !FOLLOWS_TERM.iter().any(|k| t.is_keyword(k))
                         && matches!(
                             self.kind(first + 3),
                             Some(TokenKind::LParen | TokenKind::Dot)
                         ))
                     || t.is_keyword("NULL")
+                    // `('t') :x` casts a named marker; in `{('a'): f()}` the colon separates a
+                    // map entry (a bare name is not a term, so a call must follow).
+                    || (t.kind == TokenKind::Colon
+                        && self.is_name(first + 3)
+                        && !matches!(
+                            self.kind(first + 4),
+                            Some(TokenKind::LParen | TokenKind::Dot)
+                        ))
             });
             if term_follows {
                 return Err(self.bail_at(i, "ambiguous cast"));
