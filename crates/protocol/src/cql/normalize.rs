@@ -249,7 +249,7 @@ pub fn normalize_str(src: &str) -> Result<Normalized<'_>, NormalizeError> {
 /// lower-cased.
 pub fn resolve_identifier(text: &str) -> Cow<'_, str> {
     if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        if inner.contains("\"\"") {
+        if inner.as_bytes().contains(&b'"') {
             Cow::Owned(inner.replace("\"\"", "\""))
         } else {
             Cow::Borrowed(inner)

@@ -9,9 +9,10 @@
 //! emitting functions then decide between one `?`, element-wise replacement and inline text.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use super::{NormalizeError, Normalized, NotCandidate, Shape, Slot, StatementKind};
-use crate::cql::lexer::{tokenize_into, Token, TokenKind};
+use crate::cql::lexer::{Lexer, Token, TokenKind};
 use crate::cql::Literal;
 
 /// Nesting limit for brackets and terms: deeper input is left alone rather than risking the
@@ -24,12 +25,26 @@ const FOLLOWS_TERM: &[&str] = &[
     "UPDATE", "DELETE", "BEGIN", "FROM", "SET", "BYPASS",
 ];
 
+/// Tokens kept on the stack before spilling to the heap.
+const INLINE_TOKENS: usize = 64;
+
+const EMPTY_TOKEN: Token<'static> = Token {
+    kind: TokenKind::Semicolon,
+    text: "",
+    offset: 0,
+};
+
 /// Where and why the parser gave up.
 #[derive(Debug, Clone, Copy)]
-struct Bail {
+struct BailInfo {
     offset: usize,
     reason: &'static str,
 }
+
+/// The parser gave up; the details are in [`Parser::bailed`]. Zero-sized so that every
+/// `PResult<()>` travels in a register.
+#[derive(Debug, Clone, Copy)]
+struct Bail;
 
 type PResult<T> = Result<T, Bail>;
 
@@ -68,8 +83,52 @@ enum Piece {
 }
 
 pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
-    let mut toks: Vec<Token<'_>> = Vec::with_capacity(src.len() / 5 + 8);
-    tokenize_into(src, &mut toks)?;
+    // Short statements (nearly all of them) keep their tokens on the stack: the heap vector
+    // is used only past `INLINE_TOKENS`, which saves an allocation per request.
+    let mut inline = [EMPTY_TOKEN; INLINE_TOKENS];
+    let mut heap: Vec<Token<'_>> = Vec::new();
+    let mut count = 0usize;
+    // While lexing: an upper bound on the markers (so the slot vector never grows) and the
+    // `expr(` check.
+    let mut marker_bound = 0usize;
+    let mut expr_at = None;
+    let mut lexer = Lexer::new(src);
+    while let Some(t) = lexer.next_token()? {
+        match t.kind {
+            TokenKind::QMark | TokenKind::Colon => marker_bound += 1,
+            TokenKind::Ident if t.text.len() == 4 => {
+                if t.text.eq_ignore_ascii_case("null") {
+                    marker_bound += 1;
+                } else if t.text.eq_ignore_ascii_case("expr") {
+                    expr_at = Some(count);
+                }
+            }
+            TokenKind::LParen if expr_at.is_some_and(|i| i + 1 == count) => {
+                // Cassandra's grammar has a literal token `expr(` (custom index expressions):
+                // canonical spacing could glue or split it, so leave those statements alone.
+                let first = inline.first().filter(|_| count > 0);
+                let kind = StatementKind::of_first_token(first);
+                return Ok(unsupported(kind, t.offset, "custom index expression"));
+            }
+            k if k.is_constant() => marker_bound += 1,
+            _ => {}
+        }
+        if let Some(slot) = inline.get_mut(count) {
+            *slot = t;
+        } else {
+            if heap.is_empty() {
+                heap.reserve(src.len() / 4);
+                heap.extend_from_slice(&inline);
+            }
+            heap.push(t);
+        }
+        count += 1;
+    }
+    let toks: &[Token<'_>] = if count <= INLINE_TOKENS {
+        inline.get(..count).unwrap_or(&[])
+    } else {
+        &heap
+    };
 
     // `statement ';'*`: trailing semicolons are not part of the statement.
     let mut end = toks.len();
@@ -85,26 +144,6 @@ pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
         _ => {}
     }
 
-    // Upper bound on markers, so the slot vector never grows; also the global checks.
-    let mut marker_bound = 0usize;
-    for (i, t) in toks.iter().enumerate() {
-        match t.kind {
-            k if k.is_constant() => marker_bound += 1,
-            TokenKind::QMark | TokenKind::Colon => marker_bound += 1,
-            TokenKind::Ident => {
-                marker_bound += 1; // `null`, or the name after a `:`
-                                   // Cassandra's grammar has a literal token `expr(` (custom index expressions):
-                                   // canonical spacing could glue or split it, so leave those statements alone.
-                if t.text.eq_ignore_ascii_case("expr")
-                    && toks.get(i + 1).map(|n| n.kind) == Some(TokenKind::LParen)
-                {
-                    return Ok(unsupported(kind, t.offset, "custom index expression"));
-                }
-            }
-            _ => {}
-        }
-    }
-
     let mut p = Parser {
         toks,
         src_len: src.len(),
@@ -114,6 +153,7 @@ pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
         positional: 0,
         literals: 0,
         last: None,
+        bailed: Cell::new(None),
     };
     let parsed = match kind {
         StatementKind::Select => p.select(),
@@ -122,7 +162,11 @@ pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
         StatementKind::Delete => p.delete(),
         _ => p.batch(),
     };
-    if let Err(b) = parsed.and_then(|()| p.finish()) {
+    if parsed.and_then(|()| p.finish()).is_err() {
+        let b = p.bailed.get().unwrap_or(BailInfo {
+            offset: 0,
+            reason: "unsupported",
+        });
         return Ok(unsupported(kind, b.offset, b.reason));
     }
     if p.literals == 0 {
@@ -168,7 +212,9 @@ fn string_value(text: &str) -> Cow<'_, str> {
         .strip_prefix('\'')
         .and_then(|t| t.strip_suffix('\''))
         .unwrap_or(text);
-    if inner.contains("''") {
+    // A quote inside means an escaped `''`. A plain loop: literals are short, and both
+    // `str::contains` and memchr cost more in setup than the scan itself.
+    if inner.bytes().any(|b| b == b'\'') {
         Cow::Owned(inner.replace("''", "'"))
     } else {
         Cow::Borrowed(inner)
@@ -199,6 +245,7 @@ struct Parser<'t, 'a> {
     /// Literal slots so far.
     literals: u32,
     last: Option<Piece>,
+    bailed: Cell<Option<BailInfo>>,
 }
 
 impl<'t, 'a> Parser<'t, 'a> {
@@ -240,11 +287,16 @@ impl<'t, 'a> Parser<'t, 'a> {
         self.kw_at(i, "NULL")
     }
 
+    #[cold]
     fn bail_at(&self, i: usize, reason: &'static str) -> Bail {
-        Bail {
-            offset: self.toks.get(i).map_or(self.src_len, |t| t.offset),
-            reason,
+        // The first reason wins: outer callers may bail again on the way out.
+        if self.bailed.get().is_none() {
+            self.bailed.set(Some(BailInfo {
+                offset: self.toks.get(i).map_or(self.src_len, |t| t.offset),
+                reason,
+            }));
         }
+        Bail
     }
 
     fn bail(&self, reason: &'static str) -> Bail {
@@ -263,6 +315,7 @@ impl<'t, 'a> Parser<'t, 'a> {
 
     // ---- canonical text -------------------------------------------------------------------
 
+    #[inline]
     fn put(&mut self, text: &str, piece: Piece) {
         let space = match (self.last, piece) {
             (None, _) => false,
@@ -1049,6 +1102,26 @@ impl<'t, 'a> Parser<'t, 'a> {
     /// other parts, inline otherwise.
     fn value_term(&mut self, null_ok: bool, depth: u32) -> PResult<()> {
         let start = self.pos;
+        // Fast path for the common case, a lone constant (not an arithmetic operand).
+        if let Some(t) = self.tok(start) {
+            let operator_follows = matches!(
+                self.kind(start + 1),
+                Some(
+                    TokenKind::Plus
+                        | TokenKind::Minus
+                        | TokenKind::Star
+                        | TokenKind::Slash
+                        | TokenKind::Percent
+                )
+            );
+            if t.kind.is_constant() && !operator_follows {
+                if let Some((lit, end)) = self.literal_at(start, depth) {
+                    self.literal_slot(lit);
+                    self.pos = end;
+                    return Ok(());
+                }
+            }
+        }
         let (end, class) = self.scan_term(start, depth)?;
         if class == Class::Complex {
             return self.inline(start, end);
