@@ -204,7 +204,10 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_rejected() {
-        let bytes: Vec<u8> = std::iter::repeat([0x00u8, 0x20]).take(1000).flatten().collect();
+        let bytes: Vec<u8> = std::iter::repeat([0x00u8, 0x20])
+            .take(1000)
+            .flatten()
+            .collect();
         assert!(ColumnType::read(&mut &bytes[..]).is_err());
         assert!(ColumnType::skip(&mut &bytes[..]).is_err());
     }
