@@ -23,7 +23,8 @@
 #   CASSANDRA_AUTH          [none]            none | password (PasswordAuthenticator +
 #                                             CassandraAuthorizer, superuser cassandra/cassandra)
 #   CASSANDRA_PREPARED_CACHE []               prepared_statements_cache_size, e.g. 1MiB
-#   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log)
+#   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log;
+#                                             system keyspaces are excluded by default)
 #   CASSANDRA_HEAP          [1G]
 #   CASSANDRA_START_TIMEOUT [120]  CASSANDRA_STOP_TIMEOUT [30]   seconds
 #   JAVA_HOME               [/usr/lib/jvm/java-17-openjdk-amd64 when present]
