@@ -18,7 +18,7 @@ fn statement_1k() -> String {
     // A wide INSERT with mixed literal kinds and a collection, about 1 KB.
     let mut cols = Vec::new();
     let mut vals = Vec::new();
-    for i in 0..24 {
+    for i in 0..34 {
         cols.push(format!("col_{i:02}"));
         vals.push(match i % 6 {
             0 => format!("'value number {i} with some text'"),

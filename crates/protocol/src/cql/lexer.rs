@@ -252,6 +252,38 @@ static CLASS: [u8; 256] = {
     t
 };
 
+/// Tokens that are always exactly one byte, by code (0 = none): see `SINGLE_CODE`.
+const SINGLE: [TokenKind; 11] = [
+    TokenKind::Semicolon, // code 0 is never looked up for a hit: see SINGLE_CODE
+    TokenKind::LParen,
+    TokenKind::RParen,
+    TokenKind::LBracket,
+    TokenKind::RBracket,
+    TokenKind::LBrace,
+    TokenKind::RBrace,
+    TokenKind::Comma,
+    TokenKind::QMark,
+    TokenKind::Star,
+    TokenKind::Semicolon,
+];
+
+/// For each byte, its index in `SINGLE`, or an index past the end when it is not a one-byte
+/// token on its own.
+static SINGLE_CODE: [u8; 256] = {
+    let mut t = [u8::MAX; 256];
+    t[b'(' as usize] = 1;
+    t[b')' as usize] = 2;
+    t[b'[' as usize] = 3;
+    t[b']' as usize] = 4;
+    t[b'{' as usize] = 5;
+    t[b'}' as usize] = 6;
+    t[b',' as usize] = 7;
+    t[b'?' as usize] = 8;
+    t[b'*' as usize] = 9;
+    t[b';' as usize] = 10;
+    t
+};
+
 #[inline(always)]
 fn is_ident_byte(b: u8) -> bool {
     CLASS[usize::from(b)] & IDENT != 0
@@ -336,6 +368,14 @@ impl<'a> Lexer<'a> {
             }
             let start = self.pos;
             let b = self.byte(start);
+            // The two most frequent cases first, with plain branches: an indirect jump through
+            // the `match` table mispredicts on almost every token.
+            if b.is_ascii_alphabetic() {
+                return self.word(start).map(Some);
+            }
+            if let Some(&kind) = SINGLE.get(usize::from(SINGLE_CODE[usize::from(b)])) {
+                return self.token(kind, start, start + 1).map(Some);
+            }
             let kind = match b {
                 b' ' | b'\t' | b'\r' | b'\n' => {
                     self.pos += 1;

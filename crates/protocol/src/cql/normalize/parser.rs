@@ -332,7 +332,11 @@ impl<'t, 'a> Parser<'t, 'a> {
         if space {
             self.out.push(' ');
         }
-        self.out.push_str(text);
+        // Punctuation is one ASCII byte: push it rather than call memcpy.
+        match text.as_bytes() {
+            [b] if b.is_ascii() => self.out.push(char::from(*b)),
+            _ => self.out.push_str(text),
+        }
         self.last = Some(piece);
     }
 
