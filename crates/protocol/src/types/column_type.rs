@@ -204,8 +204,7 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_rejected() {
-        let bytes: Vec<u8> = std::iter::repeat([0x00u8, 0x20])
-            .take(1000)
+        let bytes: Vec<u8> = std::iter::repeat_n([0x00u8, 0x20], 1000)
             .flatten()
             .collect();
         assert!(ColumnType::read(&mut &bytes[..]).is_err());
