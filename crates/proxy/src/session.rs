@@ -162,16 +162,50 @@ async fn client_to_upstream(
                 Ok(None) => break,
                 Err(e) => return refuse(e, &to_client).await,
             };
+            if env.header().opcode.0 > Opcode::AUTH_SUCCESS.0 {
+                // Cassandra answers an opcode it does not know and then keeps failing every
+                // later request on that connection; the proxy answers it the same way itself
+                // and keeps the upstream connection sound.
+                let h = env.header();
+                debug!(opcode = h.opcode.0, "unknown opcode answered by the proxy");
+                let msg = format!("Unknown opcode {}", h.opcode.0);
+                let frame = protocol_error::build(h.version, h.stream.0, &msg);
+                if to_client.send(Out::Envelope(frame)).await.is_err() {
+                    return End::WriterGone;
+                }
+                continue;
+            }
             if let Err(end) = forward_request(env, shared, &to_upstream).await {
                 return end;
             }
         }
         match rd.read_buf(&mut buf).await {
-            Ok(0) => return End::ClientClosed,
+            Ok(0) if buf.is_empty() => return End::ClientClosed,
+            Ok(0) => return refuse_truncated(&buf, &envelopes, &to_client).await,
             Ok(_) => {}
             Err(e) => return End::ClientIo(e),
         }
     }
+}
+
+/// The client stopped sending in the middle of a frame: answer (it may still be reading).
+async fn refuse_truncated(
+    buf: &[u8],
+    envelopes: &EnvelopeDecoder,
+    to_client: &mpsc::Sender<Out>,
+) -> End {
+    let (version, stream) = match envelopes.peek_header(buf) {
+        Ok(Some(h)) => (h.version, h.stream.0),
+        _ => (ProtocolVersion::V4, 0),
+    };
+    let msg = format!(
+        "truncated frame: the connection ended after {} bytes of an incomplete frame",
+        buf.len()
+    );
+    let _ = to_client
+        .send(Out::Envelope(protocol_error::build(version, stream, &msg)))
+        .await;
+    End::BadClientInput(msg)
 }
 
 /// Answers malformed client input with a protocol ERROR; the session then ends.
