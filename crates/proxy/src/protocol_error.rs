@@ -30,8 +30,7 @@ pub fn for_envelope_error(err: &EnvelopeError) -> BytesMut {
             let mut out = BytesMut::with_capacity(8 + body.len());
             out.put_u8(0x80 | version);
             out.put_u8(0);
-            // The 9-byte header parse read bytes 2-3 as the stream; a v2 stream is byte 2 alone.
-            out.put_i8((*stream >> 8) as i8);
+            out.put_i8(*stream as i8);
             out.put_u8(Opcode::ERROR.0);
             out.put_u32(body.len() as u32);
             out.extend_from_slice(&body);

@@ -11,7 +11,7 @@ use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
 use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion, StreamId,
+    Direction, Envelope, EnvelopeDecoder, EnvelopeError, Opcode, ProtocolVersion, StreamId,
 };
 use autoprep_protocol::message::startup::StartupView;
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
@@ -61,6 +61,9 @@ enum End {
     UpstreamClosed,
     ClientIo(std::io::Error),
     UpstreamIo(std::io::Error),
+    /// The client asked for a protocol version the proxy does not speak (drivers probe for
+    /// the highest version this way); it was answered and is closed.
+    VersionRefused(String),
     /// The client sent bytes that are not the protocol; it was answered and is closed.
     BadClientInput(String),
     BadUpstreamInput(String),
@@ -118,6 +121,9 @@ async fn serve(client: TcpStream, cfg: Arc<Config>) {
         End::ClientIo(e) => debug!(error = %e, "client connection failed"),
         End::UpstreamIo(e) => {
             warn!(error = %e, "upstream connection failed; closing the client connection")
+        }
+        End::VersionRefused(e) => {
+            debug!(error = %e, "protocol version refused (driver negotiation); answered and closed")
         }
         End::BadClientInput(e) => {
             warn!(error = %e, "malformed input from the client; answered and closed the connection")
@@ -215,7 +221,12 @@ async fn refuse(err: SegmentError, to_client: &mpsc::Sender<Out>) -> End {
         other => protocol_error::build(ProtocolVersion::V5, 0, &other.to_string()),
     };
     let _ = to_client.send(Out::Envelope(frame)).await;
-    End::BadClientInput(err.to_string())
+    match err {
+        SegmentError::Envelope(EnvelopeError::UnsupportedVersion { .. }) => {
+            End::VersionRefused(err.to_string())
+        }
+        _ => End::BadClientInput(err.to_string()),
+    }
 }
 
 async fn forward_request(
