@@ -386,7 +386,7 @@ impl<'a> ClassParser<'a> {
 
 /// Decodes hex digits (as Cassandra prints UDT and field names) into a UTF-8 string.
 fn decode_hex_utf8(h: &str) -> Option<String> {
-    if h.len() % 2 != 0 {
+    if h.len() & 1 == 1 {
         return None;
     }
     let bytes: Option<Vec<u8>> = h
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_rejected() {
-        let bytes: Vec<u8> = std::iter::repeat([0x00u8, 0x20]).take(1000).flatten().collect();
+        let bytes: Vec<u8> = (0..1000).flat_map(|_| [0x00u8, 0x20]).collect();
         assert!(ColumnType::read(&mut &bytes[..]).is_err());
         assert!(ColumnType::skip(&mut &bytes[..]).is_err());
     }
@@ -437,7 +437,8 @@ mod tests {
 
     #[test]
     fn custom_vector_of_float() {
-        let t = ColumnType::from_custom_class(&format!("{}({} , 3)", m("VectorType"), m("FloatType")));
+        let t =
+            ColumnType::from_custom_class(&format!("{}({} , 3)", m("VectorType"), m("FloatType")));
         assert_eq!(
             t,
             ColumnType::Vector {
@@ -446,14 +447,22 @@ mod tests {
             }
         );
         // Without the spaces too.
-        let t = ColumnType::from_custom_class(&format!("{}({},3)", m("VectorType"), m("FloatType")));
+        let t =
+            ColumnType::from_custom_class(&format!("{}({},3)", m("VectorType"), m("FloatType")));
         assert!(matches!(t, ColumnType::Vector { dimension: 3, .. }));
     }
 
     #[test]
     fn custom_duration_reversed_and_frozen() {
-        assert_eq!(ColumnType::from_custom_class(&m("DurationType")), ColumnType::Duration);
-        let t = ColumnType::from_custom_class(&format!("{}({})", m("ReversedType"), m("TimestampType")));
+        assert_eq!(
+            ColumnType::from_custom_class(&m("DurationType")),
+            ColumnType::Duration
+        );
+        let t = ColumnType::from_custom_class(&format!(
+            "{}({})",
+            m("ReversedType"),
+            m("TimestampType")
+        ));
         assert_eq!(t, ColumnType::Timestamp);
         let t = ColumnType::from_custom_class(&format!(
             "{}({}({}({})))",
@@ -529,7 +538,10 @@ mod tests {
         for _ in 0..10_000 {
             s.push_str("org.apache.cassandra.db.marshal.ListType(");
         }
-        assert!(matches!(ColumnType::from_custom_class(&s), ColumnType::Custom(_)));
+        assert!(matches!(
+            ColumnType::from_custom_class(&s),
+            ColumnType::Custom(_)
+        ));
     }
 
     proptest::proptest! {
