@@ -6,7 +6,7 @@
 //!   an optional zone. Java's SMART resolver applies: a day past the month's end is clamped to
 //!   its last day and `24:00` is the next midnight; the fraction is floored to milliseconds.
 //!   Zones reproduced: `Z`, `±HH`, `±HHMM`, `±HH:MM` (directly or after one space) and
-//!   ` UTC`/` GMT`/` UT`/` Z`/` GMT0`. Region names and abbreviations depend on the server's
+//!   ` UTC`/` GMT`/` UT`/` Z`/` GMT0`, optionally followed by `±HH:MM`. Region names and abbreviations depend on the server's
 //!   time-zone database and are refused; no zone at all means the server JVM's default zone,
 //!   which is used only when [`EncodeOptions::server_time_zone`] states it.
 //! - date (`SimpleDateSerializer`): `-?digits` is a raw unsigned day count (epoch at 2^31),
@@ -363,7 +363,17 @@ fn parse_zone(rest: &[u8], ty: &ColumnType) -> Result<Zone, EncodeError> {
     match rest {
         [] => return Ok(Zone::Local),
         b"Z" => return Ok(Zone::Offset(0)),
-        [b'+' | b'-', ..] => return parse_offset(rest).map(Zone::Offset).ok_or_else(bad),
+        // Out-of-range or malformed offsets fail on the server; `±HH:MM:SS` and other rare
+        // forms may not, so they are refused rather than called rejected.
+        [b'+' | b'-', ..] => {
+            return parse_offset(rest).map(Zone::Offset).ok_or_else(|| {
+                if rest.len() <= 6 {
+                    bad()
+                } else {
+                    unsupported(ty, "zone form")
+                }
+            })
+        }
         _ => {}
     }
     let Some(r) = rest.strip_prefix(b" ") else {
@@ -371,6 +381,15 @@ fn parse_zone(rest: &[u8], ty: &ColumnType) -> Result<Zone, EncodeError> {
     };
     match r {
         b"Z" | b"UTC" | b"GMT" | b"UT" | b"GMT0" => Ok(Zone::Offset(0)),
+        // `UTC+05:30`, `GMT-01:00`, `UT+00:00`: Java's zone-id parser takes a prefixed offset
+        // only in the `±HH:MM` form.
+        [b'U', b'T', b'C', o @ ..] | [b'G', b'M', b'T', o @ ..] | [b'U', b'T', o @ ..]
+            if o.len() == 6 && o[3] == b':' && matches!(o[0], b'+' | b'-') =>
+        {
+            parse_offset(o)
+                .map(Zone::Offset)
+                .ok_or_else(|| unsupported(ty, "zone form"))
+        }
         [b'+' | b'-', ..] => parse_offset(r)
             .map(Zone::Offset)
             .ok_or_else(|| unsupported(ty, "zone form")),
@@ -605,8 +624,9 @@ fn duration<'l>(t: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
         last_unit: 0,
     };
     if let Some(iso) = src.strip_prefix('P') {
-        if !iso.bytes().any(|c| c.is_ascii_digit()) {
-            // `P`, `PT`: Duration.from accepts them, the lexer does not make them tokens.
+        if !iso.bytes().any(|c| c.is_ascii_digit()) || iso.ends_with('T') {
+            // `P`, `PT`, `P1YT`: Duration.from accepts them, the server's lexer does not make
+            // them duration tokens.
             return Err(unsupported(ty, "duration form"));
         }
         if src.ends_with('W') {
