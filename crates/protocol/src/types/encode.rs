@@ -99,6 +99,11 @@ pub fn encode_literal(
 ) -> Result<(), EncodeError> {
     match encode_value(lit, ty, opts, 0)? {
         None => out.put_i32(-1),
+        // Small values: length prefix and body in one copy (the hot path for scalars).
+        Some(Encoded::Inline { mut buf, len }) => {
+            buf[..PREFIX].copy_from_slice(&i32::from(len).to_be_bytes());
+            out.put_slice(&buf[..PREFIX + usize::from(len)]);
+        }
         Some(v) => {
             let len = i32::try_from(v.len()).map_err(|_| too_large(ty))?;
             out.put_i32(len);
@@ -132,11 +137,14 @@ const MAX_DEPTH: usize = 64;
 /// Room for every fixed-size scalar: the largest is a duration (three 9-byte vints).
 const INLINE: usize = 27;
 
+/// Inline values keep 4 bytes in front for the `[value]` length prefix.
+const PREFIX: usize = 4;
+
 /// One encoded value, without its length prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Encoded<'a> {
-    /// Small values built on the stack.
-    Inline { buf: [u8; INLINE], len: u8 },
+    /// Small values built on the stack: the body is `buf[PREFIX..PREFIX + len]`.
+    Inline { buf: [u8; PREFIX + INLINE], len: u8 },
     /// Bytes taken as they are from the literal (text, ascii).
     Borrowed(&'a [u8]),
     /// Validated hex digits (even count), decoded while writing.
@@ -147,9 +155,18 @@ pub(crate) enum Encoded<'a> {
 
 impl<'a> Encoded<'a> {
     pub(crate) fn inline(bytes: &[u8]) -> Self {
-        let mut buf = [0u8; INLINE];
+        let mut buf = [0u8; PREFIX + INLINE];
         let n = bytes.len().min(INLINE);
-        buf[..n].copy_from_slice(&bytes[..n]);
+        buf[PREFIX..PREFIX + n].copy_from_slice(&bytes[..n]);
+        // n <= INLINE (27) always fits a u8.
+        Encoded::Inline { buf, len: n as u8 }
+    }
+
+    /// A fixed-size value; the size is known at compile time so the copy is a plain move.
+    pub(crate) fn fixed<const N: usize>(bytes: [u8; N]) -> Self {
+        let mut buf = [0u8; PREFIX + INLINE];
+        let n = N.min(INLINE);
+        buf[PREFIX..PREFIX + n].copy_from_slice(&bytes[..n]);
         // n <= INLINE (27) always fits a u8.
         Encoded::Inline { buf, len: n as u8 }
     }
@@ -167,7 +184,7 @@ impl<'a> Encoded<'a> {
     /// Appends the encoded bytes (no length prefix).
     pub(crate) fn write(&self, out: &mut impl BufMut) {
         match self {
-            Encoded::Inline { buf, len } => out.put_slice(&buf[..usize::from(*len)]),
+            Encoded::Inline { buf, len } => out.put_slice(&buf[PREFIX..PREFIX + usize::from(*len)]),
             Encoded::Borrowed(b) => out.put_slice(b),
             Encoded::Hex(h) => {
                 for pair in h.chunks_exact(2) {

@@ -20,20 +20,20 @@ pub(super) fn encode<'l>(
     match (ty, lit) {
         (ColumnType::Tinyint, Literal::Integer(t)) => {
             let v = parse_int_in(t, ty, i8::MIN.into(), i8::MAX.into())?;
-            Ok(Encoded::inline(&(v as i8).to_be_bytes()))
+            Ok(Encoded::fixed((v as i8).to_be_bytes()))
         }
         (ColumnType::Smallint, Literal::Integer(t)) => {
             let v = parse_int_in(t, ty, i16::MIN.into(), i16::MAX.into())?;
-            Ok(Encoded::inline(&(v as i16).to_be_bytes()))
+            Ok(Encoded::fixed((v as i16).to_be_bytes()))
         }
         (ColumnType::Int, Literal::Integer(t)) => {
             let v = parse_int_in(t, ty, i32::MIN.into(), i32::MAX.into())?;
-            Ok(Encoded::inline(&(v as i32).to_be_bytes()))
+            Ok(Encoded::fixed((v as i32).to_be_bytes()))
         }
         // Constants.Literal converts counters with LongType.
         (ColumnType::Bigint | ColumnType::Counter, Literal::Integer(t)) => {
             let v = parse_int_in(t, ty, i64::MIN, i64::MAX)?;
-            Ok(Encoded::inline(&v.to_be_bytes()))
+            Ok(Encoded::fixed(v.to_be_bytes()))
         }
         (ColumnType::Varint, Literal::Integer(t)) => {
             let d = DecimalText::parse(t, false).ok_or_else(|| rejected(ty, "not an integer"))?;
@@ -44,7 +44,7 @@ pub(super) fn encode<'l>(
             Ok(unscaled_bytes(&d, Some(0), ty)?)
         }
         (ColumnType::Decimal, Literal::Float(t)) => {
-            let d = float_token(t, ty)?;
+            let (d, _) = float_token(t, ty)?;
             let scale = d
                 .scale()
                 .ok_or_else(|| rejected(ty, "scale out of range"))?;
@@ -65,10 +65,8 @@ pub(super) fn encode<'l>(
             check_integer_token(t, ty)?;
             Ok(f64_bytes(parse_f64(t, ty)?))
         }
-        (ColumnType::Double, Literal::Float(t)) => {
-            float_token(t, ty)?;
-            Ok(f64_bytes(parse_f64(t, ty)?))
-        }
+        // float_token already parsed the double value.
+        (ColumnType::Double, Literal::Float(t)) => Ok(f64_bytes(float_token(t, ty)?.1)),
         (ColumnType::Float, Literal::NaN) => Ok(f32_bytes(f32::NAN)),
         (ColumnType::Double, Literal::NaN) => Ok(f64_bytes(f64::NAN)),
         (ColumnType::Float, Literal::Infinity { negative }) => Ok(f32_bytes(if *negative {
@@ -96,21 +94,31 @@ fn check_integer_token(t: &str, ty: &ColumnType) -> Result<(), EncodeError> {
 
 /// Parses an INTEGER token as Java's `Long.parseLong` would, then checks `[min, max]`.
 fn parse_int_in(t: &str, ty: &ColumnType, min: i64, max: i64) -> Result<i64, EncodeError> {
-    check_integer_token(t, ty)?;
-    let (neg, digits) = match t.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, t),
+    let b = t.as_bytes();
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        _ => (false, b),
     };
-    // Accumulate the magnitude in i128: leading zeros are harmless, and any 19+ significant
-    // digits overflow the range check below rather than the accumulator.
-    let mut mag: i128 = 0;
-    for b in digits.bytes() {
-        mag = mag * 10 + i128::from(b - b'0');
-        if mag > 1 << 64 {
-            return Err(out_of_range(ty));
-        }
+    if digits.is_empty() {
+        return Err(unsupported(ty, "malformed integer token"));
     }
-    let v = if neg { -mag } else { mag };
+    // Leading zeros never overflow; a magnitude past u64 is out of every range.
+    let mut mag: u64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return Err(unsupported(ty, "malformed integer token"));
+        }
+        mag = mag
+            .checked_mul(10)
+            .and_then(|m| m.checked_add(u64::from(d)))
+            .ok_or_else(|| out_of_range(ty))?;
+    }
+    let v = if neg {
+        -i128::from(mag)
+    } else {
+        i128::from(mag)
+    };
     if v < i128::from(min) || v > i128::from(max) {
         return Err(out_of_range(ty));
     }
@@ -122,13 +130,37 @@ fn parse_int_in(t: &str, ty: &ColumnType, min: i64, max: i64) -> Result<i64, Enc
 /// `Constants.Type.FLOAT.getPreferedTypeFor` builds a `BigDecimal` from the text and compares
 /// it with its `double` value, so a token whose exponent or scale overflows an `int`, or whose
 /// double value is infinite, fails for every target type.
-fn float_token<'t>(t: &'t str, ty: &ColumnType) -> Result<DecimalText<'t>, EncodeError> {
+/// Returns the token split as a decimal and its double value.
+fn float_token<'t>(t: &'t str, ty: &ColumnType) -> Result<(DecimalText<'t>, f64), EncodeError> {
+    if !t.bytes().any(|c| c == b'e' || c == b'E') {
+        // Without an exponent the scale is the fraction length: always valid. Only the shape
+        // needs checking before the (correctly rounded) parse.
+        let digits = t.strip_prefix('-').unwrap_or(t);
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.is_empty()
+            || !int.bytes().all(|c| c.is_ascii_digit())
+            || !frac.bytes().all(|c| c.is_ascii_digit())
+        {
+            return Err(unsupported(ty, "malformed float token"));
+        }
+        let d = DecimalText {
+            negative: t.starts_with('-'),
+            int_digits: int,
+            frac_digits: frac,
+            exponent: 0,
+            exponent_overflow: false,
+        };
+        return match t.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok((d, v)),
+            _ => Err(rejected(ty, "float literal overflows a double")),
+        };
+    }
     let d = DecimalText::parse(t, true).ok_or_else(|| unsupported(ty, "malformed float token"))?;
     if d.exponent_overflow || d.scale().is_none() {
         return Err(rejected(ty, "exponent out of range"));
     }
     match t.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(d),
+        Ok(v) if v.is_finite() => Ok((d, v)),
         _ => Err(rejected(ty, "float literal overflows a double")),
     }
 }
@@ -146,7 +178,7 @@ fn parse_f64(t: &str, ty: &ColumnType) -> Result<f64, EncodeError> {
 /// Java's `floatToIntBits`: every NaN becomes 0x7FC00000.
 fn f32_bytes(v: f32) -> Encoded<'static> {
     let bits = if v.is_nan() { 0x7FC0_0000 } else { v.to_bits() };
-    Encoded::inline(&bits.to_be_bytes())
+    Encoded::fixed(bits.to_be_bytes())
 }
 
 /// Java's `doubleToLongBits`: every NaN becomes 0x7FF8000000000000.
@@ -156,7 +188,7 @@ fn f64_bytes(v: f64) -> Encoded<'static> {
     } else {
         v.to_bits()
     };
-    Encoded::inline(&bits.to_be_bytes())
+    Encoded::fixed(bits.to_be_bytes())
 }
 
 /// A number token split as `BigDecimal(String)` sees it:

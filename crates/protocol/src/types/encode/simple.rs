@@ -33,14 +33,14 @@ pub(super) fn encode<'l>(
             }
             Ok(Encoded::Hex(b))
         }
-        (ColumnType::Boolean, Literal::Boolean(b)) => Ok(Encoded::inline(&[u8::from(*b)])),
-        (ColumnType::Uuid, Literal::Uuid(t)) => Ok(Encoded::inline(&parse_uuid(t, ty)?)),
+        (ColumnType::Boolean, Literal::Boolean(b)) => Ok(Encoded::fixed([u8::from(*b)])),
+        (ColumnType::Uuid, Literal::Uuid(t)) => Ok(Encoded::fixed(parse_uuid(t, ty)?)),
         (ColumnType::Timeuuid, Literal::Uuid(t)) => {
             let u = parse_uuid(t, ty)?;
             if u[6] >> 4 != 1 {
                 return Err(rejected(ty, "timeuuid must be a version 1 UUID"));
             }
-            Ok(Encoded::inline(&u))
+            Ok(Encoded::fixed(u))
         }
         (ColumnType::Inet, Literal::String(s)) => inet(s, ty),
         _ => Err(kind_mismatch(ty, lit)),
@@ -53,29 +53,37 @@ pub(crate) fn parse_uuid(t: &str, ty: &ColumnType) -> Result<[u8; 16], EncodeErr
     if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
         return Err(unsupported(ty, "malformed uuid token"));
     }
+    // Byte i of the UUID comes from the hex pair starting at OFFSETS[i].
+    const OFFSETS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
     let mut out = [0u8; 16];
-    let mut n = 0;
-    let mut hi: Option<u8> = None;
-    for (i, &c) in b.iter().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            continue;
-        }
-        let v = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => return Err(unsupported(ty, "malformed uuid token")),
-        };
-        match hi.take() {
-            None => hi = Some(v),
-            Some(h) => {
-                out[n] = (h << 4) | v;
-                n += 1;
-            }
-        }
+    let mut bad = 0u8;
+    for (o, &at) in out.iter_mut().zip(OFFSETS.iter()) {
+        let (hi, lo) = (HEX[usize::from(b[at])], HEX[usize::from(b[at + 1])]);
+        bad |= (hi | lo) & 0x80;
+        *o = (hi << 4) | (lo & 0x0F);
+    }
+    if bad != 0 {
+        return Err(unsupported(ty, "malformed uuid token"));
     }
     Ok(out)
 }
+
+/// ASCII hex digit values; 0x80 marks a non-digit.
+const HEX: [u8; 256] = {
+    let mut t = [0x80u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 /// `InetAddressType.fromString`: `''` is an empty value; IP literals convert to 4 or 16 bytes
 /// (IPv4-mapped IPv6 becomes 4 bytes, as Java does); anything else is a host name that the
@@ -91,8 +99,8 @@ fn inet<'l>(s: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
         }
         return match s.parse::<Ipv6Addr>() {
             Ok(a) => match a.to_ipv4_mapped() {
-                Some(v4) => Ok(Encoded::inline(&v4.octets())),
-                None => Ok(Encoded::inline(&a.octets())),
+                Some(v4) => Ok(Encoded::fixed(v4.octets())),
+                None => Ok(Encoded::fixed(a.octets())),
             },
             // Java accepts a few forms Rust does not (leading zeros in an embedded IPv4).
             Err(_) => Err(unsupported(ty, "IPv6 literal form")),
@@ -102,7 +110,7 @@ fn inet<'l>(s: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
         // Rust accepts only the canonical dotted quad; Java also takes `1.2.3`, `127.1` and
         // leading zeros, with rules that vary across JDK updates: pass those through.
         return match s.parse::<Ipv4Addr>() {
-            Ok(a) => Ok(Encoded::inline(&a.octets())),
+            Ok(a) => Ok(Encoded::fixed(a.octets())),
             Err(_) => Err(unsupported(ty, "non-canonical IPv4 literal")),
         };
     }

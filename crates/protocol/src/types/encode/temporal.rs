@@ -86,7 +86,7 @@ pub(super) fn encode<'l>(
 }
 
 fn millis_bytes(ms: i64) -> Encoded<'static> {
-    Encoded::inline(&ms.to_be_bytes())
+    Encoded::fixed(ms.to_be_bytes())
 }
 
 /// True for Java's `^-?\d+$` (ASCII digits: Java's `\d` is ASCII-only by default).
@@ -162,7 +162,8 @@ impl<'a> Cur<'a> {
         while self.i - start < max {
             match self.peek() {
                 Some(c @ b'0'..=b'9') => {
-                    v = v.saturating_mul(10).saturating_add(u64::from(c - b'0'));
+                    // At most 19 digits: always fits a u64.
+                    v = v.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
                     self.i += 1;
                 }
                 _ => break,
@@ -186,6 +187,106 @@ enum Zone {
 
 /// Parses the formats of `TimestampSerializer` (5.0) into epoch milliseconds.
 fn parse_datetime(s: &[u8], ty: &ColumnType, opts: &EncodeOptions) -> Result<i64, EncodeError> {
+    if let Some(ms) = parse_datetime_fixed(s, ty, opts) {
+        return ms;
+    }
+    parse_datetime_general(s, ty, opts)
+}
+
+/// Fast path for the usual `yyyy-MM-dd(T| )HH:mm:ss[.f..][zone]` layout with two-digit fields:
+/// the same result as the general parser, or `None` to let it decide.
+fn parse_datetime_fixed(
+    s: &[u8],
+    ty: &ColumnType,
+    opts: &EncodeOptions,
+) -> Option<Result<i64, EncodeError>> {
+    if s.len() < 19
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b'T' | b' ')
+        || s[13] != b':'
+        || s[16] != b':'
+        || s.get(19).is_some_and(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let mut v = [0u64; 6];
+    for (k, (at, width)) in [(0usize, 4usize), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2)]
+        .into_iter()
+        .enumerate()
+    {
+        for &c in &s[at..at + width] {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v[k] = v[k] * 10 + u64::from(d);
+        }
+    }
+    let [year, month, day, hour, minute, second] = v;
+    let mut c = Cur { b: s, i: 19 };
+    let mut millis = 0;
+    if c.eat(b'.') {
+        let (_, n) = c.digits(0, 9)?;
+        millis = floor_millis(&c.b[c.i - n..c.i]);
+    }
+    Some(finish_datetime(
+        [year, month, day, hour, minute, second, millis],
+        c.rest(),
+        ty,
+        opts,
+    ))
+}
+
+/// Validates the fields the way Java's SMART resolver does and converts them.
+fn finish_datetime(
+    fields: [u64; 7],
+    zone_text: &[u8],
+    ty: &ColumnType,
+    opts: &EncodeOptions,
+) -> Result<i64, EncodeError> {
+    let bad = || rejected(ty, "not a timestamp");
+    let [year, month, day, hour, minute, second, millis] = fields;
+    let zone = parse_zone(zone_text, ty)?;
+    if year == 0 || year > 999_999_999 || month == 0 || month > 12 || day == 0 || day > 31 {
+        return Err(bad());
+    }
+    if minute > 59 || second > 59 {
+        return Err(bad());
+    }
+    let mut extra_day = 0;
+    let hour = match hour {
+        0..=23 => hour,
+        // SMART resolution of 24:00 (with nothing after it) is the next midnight.
+        24 if minute == 0 && second == 0 && millis == 0 => {
+            extra_day = 1;
+            0
+        }
+        _ => return Err(bad()),
+    };
+    let day = smart_day(year, month, day).ok_or_else(bad)?;
+    let ms = to_millis(
+        year as i64,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        millis,
+        zone,
+        ty,
+        opts,
+    )?;
+    ms.checked_add(extra_day * MILLIS_PER_DAY)
+        .ok_or_else(|| super::out_of_range(ty))
+}
+
+/// The general form: variable-width fields, optional seconds, and the date-only forms.
+fn parse_datetime_general(
+    s: &[u8],
+    ty: &ColumnType,
+    opts: &EncodeOptions,
+) -> Result<i64, EncodeError> {
     let bad = || rejected(ty, "not a timestamp");
     // Date-time forms: "y-M-d'T'H:m[:s]" and "y-M-d H:m[:s]", variable-width fields.
     let mut c = Cur { b: s, i: 0 };
@@ -249,38 +350,12 @@ fn parse_datetime(s: &[u8], ty: &ColumnType, opts: &EncodeOptions) -> Result<i64
         // A fraction needs seconds (Java then resolves no time and fails).
         return Err(bad());
     }
-    let zone = parse_zone(c.rest(), ty)?;
-    if year == 0 || year > 999_999_999 || month == 0 || month > 12 || day == 0 || day > 31 {
-        return Err(bad());
-    }
-    if minute > 59 || second > 59 {
-        return Err(bad());
-    }
-    let mut extra_day = 0;
-    let hour = match hour {
-        0..=23 => hour,
-        // SMART resolution of 24:00 (with nothing after it) is the next midnight.
-        24 if minute == 0 && second == 0 && millis == 0 => {
-            extra_day = 1;
-            0
-        }
-        _ => return Err(bad()),
-    };
-    let day = smart_day(year, month, day).ok_or_else(bad)?;
-    let ms = to_millis(
-        year as i64,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-        millis,
-        zone,
+    finish_datetime(
+        [year, month, day, hour, minute, second, millis],
+        c.rest(),
         ty,
         opts,
-    )?;
-    ms.checked_add(extra_day * MILLIS_PER_DAY)
-        .ok_or_else(|| super::out_of_range(ty))
+    )
 }
 
 /// The first three fraction digits, right-padded: the floor in milliseconds.
@@ -349,12 +424,14 @@ fn to_millis(
             }
         },
     };
-    let days = i128::from(days_from_civil(year, month, day));
-    let ms = days * i128::from(MILLIS_PER_DAY)
-        + i128::from(hour * 3_600_000 + minute * 60_000 + second * 1000 + millis)
-        - i128::from(offset) * 1000;
-    // Java's Instant.toEpochMilli throws ArithmeticException past the i64 range.
-    i64::try_from(ms).map_err(|_| super::out_of_range(ty))
+    // Fields are validated (hour <= 23, ...), so only the day product can overflow. Java's
+    // Instant.toEpochMilli throws ArithmeticException past the i64 range.
+    let in_day = (hour * 3_600_000 + minute * 60_000 + second * 1000 + millis) as i64;
+    days_from_civil(year, month, day)
+        .checked_mul(MILLIS_PER_DAY)
+        .and_then(|ms| ms.checked_add(in_day))
+        .and_then(|ms| ms.checked_sub(i64::from(offset) * 1000))
+        .ok_or_else(|| super::out_of_range(ty))
 }
 
 /// Parses what may follow a date or date-time.
@@ -434,7 +511,7 @@ fn parse_offset(b: &[u8]) -> Option<i32> {
 fn date_raw<'l>(t: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
     let v = raw_long(t, ty).map_err(|_| super::out_of_range(ty))?;
     let v = u32::try_from(v).map_err(|_| super::out_of_range(ty))?;
-    Ok(Encoded::inline(&v.to_be_bytes()))
+    Ok(Encoded::fixed(v.to_be_bytes()))
 }
 
 fn date<'l>(s: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
@@ -484,7 +561,7 @@ fn date<'l>(s: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
     let days = i32::try_from(days).map_err(|_| super::out_of_range(ty))?;
     // Shift so that 1970-01-01 is 2^31 (byte order matches chronological order).
     let raw = (i64::from(days) - i64::from(i32::MIN)) as u32;
-    Ok(Encoded::inline(&raw.to_be_bytes()))
+    Ok(Encoded::fixed(raw.to_be_bytes()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,7 +572,7 @@ fn time_raw<'l>(t: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
     if !(0..NANOS_PER_DAY).contains(&v) {
         return Err(super::out_of_range(ty));
     }
-    Ok(Encoded::inline(&v.to_be_bytes()))
+    Ok(Encoded::fixed(v.to_be_bytes()))
 }
 
 /// `TimeSerializer.parseTimeStrictly`.
@@ -548,7 +625,7 @@ fn time<'l>(s: &str, ty: &ColumnType) -> Result<Encoded<'l>, EncodeError> {
     }
     let v =
         ((i64::from(hour) * 60 + i64::from(minute)) * 60 + i64::from(sec)) * 1_000_000_000 + nanos;
-    Ok(Encoded::inline(&v.to_be_bytes()))
+    Ok(Encoded::fixed(v.to_be_bytes()))
 }
 
 /// Java's `Integer.parseInt` on ASCII text: optional sign, one or more digits, within `i32`.
