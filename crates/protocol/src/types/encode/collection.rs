@@ -11,7 +11,7 @@
 //!
 //! Tuples: the given elements only (a shorter tuple literal stays shorter), `null` as length -1.
 //! UDTs: every field in type order, missing ones null, the last duplicate field wins; a tuple
-//! literal fills fields by position. Vectors: exactly `dimension` non-null elements,
+//! literal for a UDT fails when the server executes the statement, so it is refused. Vectors: exactly `dimension` non-null elements,
 //! concatenated for fixed-size element types, each prefixed by an unsigned vint length
 //! otherwise.
 
@@ -41,9 +41,10 @@ pub(super) fn encode<'l>(
         (ColumnType::Tuple(types), Literal::Tuple(items)) => {
             positional(items, types, ty, opts, depth)?
         }
-        (ColumnType::Udt { fields, .. }, Literal::Tuple(items)) => {
-            let types: Vec<&ColumnType> = fields.iter().map(|(_, t)| t).collect();
-            positional_refs(items, &types, ty, opts, depth)?
+        // Tuples.Literal accepts a UDT receiver, but executing the statement then fails in
+        // the server (ClassCastException of Tuples.Value to UserTypes.Value, seen on 5.0.6).
+        (ColumnType::Udt { .. }, Literal::Tuple(_)) => {
+            return Err(rejected(ty, "tuple literal for a user type"))
         }
         (ColumnType::Udt { fields, .. }, Literal::Udt(entries)) => {
             udt(entries, fields, ty, opts, depth)?
@@ -198,21 +199,10 @@ fn map(
     Ok(out)
 }
 
+/// Tuple components: only the given items are written.
 fn positional(
     items: &[Literal<'_>],
     types: &[ColumnType],
-    ty: &ColumnType,
-    opts: &EncodeOptions,
-    depth: usize,
-) -> Result<Vec<u8>, EncodeError> {
-    let refs: Vec<&ColumnType> = types.iter().collect();
-    positional_refs(items, &refs, ty, opts, depth)
-}
-
-/// Tuple components (or UDT fields by position): only the given items are written.
-fn positional_refs(
-    items: &[Literal<'_>],
-    types: &[&ColumnType],
     ty: &ColumnType,
     opts: &EncodeOptions,
     depth: usize,
