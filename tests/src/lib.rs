@@ -1,1 +1,9 @@
-//! Test support: a real Cassandra, the autoprep binary, and a minimal blocking CQL client.
+//! Test support for autoprep's integration tests: a real Cassandra (started by the project's
+//! own script unless `AUTOPREP_TEST_UPSTREAM` names one), autoprep itself run in-process, and a
+//! minimal blocking CQL client built on the protocol crate.
+
+pub mod client;
+pub mod server;
+
+pub use client::{Client, Response};
+pub use server::{repo_root, upstream};

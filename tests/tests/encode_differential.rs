@@ -9,20 +9,19 @@
 //!
 //! `AUTOPREP_ENCODE_ALL_GOLDEN=1` adds the ~3000 golden vectors of the protocol crate.
 //!
-//! Server: `AUTOPREP_TEST_UPSTREAM` (host:port) or 127.0.0.1:9042; the test is skipped with a
-//! message when nothing listens there. It speaks protocol v4 through a tiny local client; switch
-//! to `autoprep_tests::client::Client` once that lands.
+//! The whole run happens on protocol v4 (where `duration` and `vector` arrive as custom class
+//! names, so `ColumnType::from_custom_class` is exercised) and again on v5.
+//!
+//! Server: `autoprep_tests::server::upstream()` (`AUTOPREP_TEST_UPSTREAM`, or a local node from
+//! `scripts/cassandra.sh start`).
 
+use anyhow::{anyhow, Result};
 use autoprep_protocol::cql::Literal;
-use autoprep_protocol::primitives::{
-    read_bytes, read_int, read_short, read_short_bytes, read_string, write_long_string,
-    write_short, write_short_bytes, write_string_map,
-};
+use autoprep_protocol::envelope::ProtocolVersion;
 use autoprep_protocol::types::{encode_literal, ColumnType, EncodeError, EncodeOptions};
+use autoprep_tests::client::{Client, Prepared, Response};
+use autoprep_tests::server::upstream;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
 
 #[path = "../../crates/protocol/src/types/encode/test_support.rs"]
 mod support;
@@ -142,130 +141,48 @@ const COUNTER_CASES: &[&str] = &[
     "1.5",
 ];
 
-// ---------------------------------------------------------------------------------------------
-// A minimal blocking protocol v4 client.
-
+/// Thin helpers over the test client: a server error is `Err(message)`.
 struct Conn {
-    s: TcpStream,
+    c: Client,
 }
 
-/// A server ERROR, or a result.
-type Reply = Result<Vec<u8>, String>;
+type Reply = std::result::Result<Response, String>;
 
 impl Conn {
-    fn connect(addr: &str) -> Option<Conn> {
-        let s = TcpStream::connect(addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-        let mut c = Conn { s };
-        let mut body = Vec::new();
-        write_string_map(&mut body, &[("CQL_VERSION", "3.0.0")]).ok()?;
-        let (op, _) = c.request(0x01, &body);
-        (op == 0x02).then_some(c)
-    }
-
-    fn request(&mut self, opcode: u8, body: &[u8]) -> (u8, Vec<u8>) {
-        let mut frame = vec![0x04, 0x00, 0x00, 0x01, opcode];
-        frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
-        frame.extend_from_slice(body);
-        self.s.write_all(&frame).expect("write");
-        let mut header = [0u8; 9];
-        self.s.read_exact(&mut header).expect("read header");
-        let len = i32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
-        let mut body = vec![0u8; len];
-        self.s.read_exact(&mut body).expect("read body");
-        (header[4], body)
-    }
-
-    fn reply(&mut self, opcode: u8, body: &[u8]) -> Reply {
-        let (op, resp) = self.request(opcode, body);
-        if op == 0x00 {
-            let mut b = &resp[..];
-            let code = read_int(&mut b).unwrap_or(0);
-            let msg = read_string(&mut b).unwrap_or("");
-            return Err(format!("0x{code:04x} {msg}"));
-        }
-        Ok(resp)
-    }
-
     fn query(&mut self, cql: &str) -> Reply {
-        let mut body = Vec::new();
-        write_long_string(&mut body, cql.as_bytes()).expect("query");
-        write_short(&mut body, 0x0001); // ONE
-        body.push(0);
-        self.reply(0x07, &body)
+        match self.c.query(cql) {
+            Ok(Response::Error { code, message }) => Err(format!("0x{code:04x} {message}")),
+            Ok(r) => Ok(r),
+            Err(e) => panic!("{cql}: {e:#}"),
+        }
     }
 
-    /// Returns the prepared id and the bind-variable types.
-    fn prepare(&mut self, cql: &str) -> (Vec<u8>, Vec<ColumnType>) {
-        let mut body = Vec::new();
-        write_long_string(&mut body, cql.as_bytes()).expect("prepare");
-        let resp = self
-            .reply(0x09, &body)
-            .unwrap_or_else(|e| panic!("PREPARE {cql}: {e}"));
-        let mut b = &resp[..];
-        assert_eq!(read_int(&mut b).unwrap(), 4, "not a Prepared result");
-        let id = read_short_bytes(&mut b).unwrap().to_vec();
-        let flags = read_int(&mut b).unwrap();
-        let n = read_int(&mut b).unwrap();
-        let pk = read_int(&mut b).unwrap();
-        for _ in 0..pk {
-            read_short(&mut b).unwrap();
-        }
-        let global = flags & 1 != 0;
-        if global {
-            read_string(&mut b).unwrap();
-            read_string(&mut b).unwrap();
-        }
-        let mut types = Vec::new();
-        for _ in 0..n {
-            if !global {
-                read_string(&mut b).unwrap();
-                read_string(&mut b).unwrap();
-            }
-            read_string(&mut b).unwrap();
-            types.push(ColumnType::read(&mut b).unwrap());
-        }
-        (id, types)
+    fn prepare(&mut self, cql: &str) -> Prepared {
+        self.c
+            .prepare(cql)
+            .and_then(Response::prepared)
+            .unwrap_or_else(|e| panic!("PREPARE {cql}: {e:#}"))
     }
 
     /// `values` are whole `[value]`s, already framed.
-    fn execute(&mut self, id: &[u8], values: &[&[u8]]) -> Reply {
-        let mut body = Vec::new();
-        write_short_bytes(&mut body, id).unwrap();
-        write_short(&mut body, 0x0001);
-        body.push(0x01);
-        write_short(&mut body, values.len() as u16);
-        for v in values {
-            body.extend_from_slice(v);
+    fn execute(&mut self, p: &Prepared, values: &[&[u8]]) -> Reply {
+        let raw = values.concat();
+        match self.c.execute_raw(p, &raw, values.len()) {
+            Ok(Response::Error { code, message }) => Err(format!("0x{code:04x} {message}")),
+            Ok(r) => Ok(r),
+            Err(e) => panic!("EXECUTE: {e:#}"),
         }
-        self.reply(0x0A, &body)
     }
 
     /// The single cell of a one-row, one-column SELECT (`None` for a null cell).
     fn cell(&mut self, cql: &str) -> Option<Vec<u8>> {
-        let resp = self.query(cql).unwrap_or_else(|e| panic!("{cql}: {e}"));
-        let mut b = &resp[..];
-        assert_eq!(read_int(&mut b).unwrap(), 2, "not Rows");
-        let flags = read_int(&mut b).unwrap();
-        let n = read_int(&mut b).unwrap();
-        if flags & 2 != 0 {
-            read_bytes(&mut b).unwrap();
-        }
-        let global = flags & 1 != 0;
-        if global {
-            read_string(&mut b).unwrap();
-            read_string(&mut b).unwrap();
-        }
-        for _ in 0..n {
-            if !global {
-                read_string(&mut b).unwrap();
-                read_string(&mut b).unwrap();
-            }
-            read_string(&mut b).unwrap();
-            ColumnType::skip(&mut b).unwrap();
-        }
-        assert_eq!(read_int(&mut b).unwrap(), 1, "{cql}: expected one row");
-        read_bytes(&mut b).unwrap().map(<[u8]>::to_vec)
+        let rows = self
+            .query(cql)
+            .map_err(|e| anyhow!(e))
+            .and_then(Response::rows)
+            .unwrap_or_else(|e| panic!("{cql}: {e:#}"));
+        assert_eq!(rows.rows.len(), 1, "{cql}: expected one row");
+        rows.rows[0][0].clone()
     }
 }
 
@@ -294,12 +211,21 @@ struct Tally {
 }
 
 #[test]
-fn encoder_matches_the_server() {
-    let addr = std::env::var("AUTOPREP_TEST_UPSTREAM").unwrap_or_else(|_| "127.0.0.1:9042".into());
-    let Some(mut c) = Conn::connect(&addr) else {
-        eprintln!("SKIPPED: no Cassandra at {addr} (set AUTOPREP_TEST_UPSTREAM)");
-        return;
+fn encoder_matches_the_server_v4() -> Result<()> {
+    run(ProtocolVersion::V4, "v4")
+}
+
+#[test]
+fn encoder_matches_the_server_v5() -> Result<()> {
+    run(ProtocolVersion::V5, "v5")
+}
+
+fn run(version: ProtocolVersion, tag: &str) -> Result<()> {
+    let mut c = Conn {
+        c: Client::connect_with(&upstream(), version, None)?,
     };
+    let t = format!("t_{tag}");
+    let cnt = format!("cnt_{tag}");
     // Cases: the list above, plus every golden vector when AUTOPREP_ENCODE_ALL_GOLDEN is set.
     let mut cases: Vec<(&str, &str)> = CASES.to_vec();
     if std::env::var_os("AUTOPREP_ENCODE_ALL_GOLDEN").is_some() {
@@ -323,14 +249,14 @@ fn encoder_matches_the_server() {
         "CREATE TYPE IF NOT EXISTS {KS}.p (x double, \"Y\" frozen<u>)"
     ))
     .expect("type p");
-    c.query(&format!("DROP TABLE IF EXISTS {KS}.t"))
+    c.query(&format!("DROP TABLE IF EXISTS {KS}.{t}"))
         .expect("drop");
-    c.query(&format!("CREATE TABLE {KS}.t (k int PRIMARY KEY)"))
+    c.query(&format!("CREATE TABLE {KS}.{t} (k int PRIMARY KEY)"))
         .expect("table");
-    c.query(&format!("DROP TABLE IF EXISTS {KS}.cnt"))
+    c.query(&format!("DROP TABLE IF EXISTS {KS}.{cnt}"))
         .expect("drop");
     c.query(&format!(
-        "CREATE TABLE {KS}.cnt (k int PRIMARY KEY, c counter)"
+        "CREATE TABLE {KS}.{cnt} (k int PRIMARY KEY, c counter)"
     ))
     .expect("counter table");
     let mut columns: BTreeMap<&str, Option<String>> = BTreeMap::new();
@@ -340,13 +266,13 @@ fn encoder_matches_the_server() {
         }
         let col = format!("c{}", columns.len());
         let ok = c
-            .query(&format!("ALTER TABLE {KS}.t ADD {col} {ty}"))
+            .query(&format!("ALTER TABLE {KS}.{t} ADD {col} {ty}"))
             .is_ok();
         columns.insert(ty, ok.then_some(col));
     }
 
     let mut tally = Tally::default();
-    let mut prepared: BTreeMap<&str, (Vec<u8>, ColumnType)> = BTreeMap::new();
+    let mut prepared: BTreeMap<&str, (Prepared, ColumnType)> = BTreeMap::new();
     let mut skipped = 0;
     for (i, (ty_text, lit_text)) in cases.iter().enumerate() {
         let Some(col) = &columns[ty_text] else {
@@ -355,27 +281,27 @@ fn encoder_matches_the_server() {
         };
         let (ka, kb) = (2 * i as i32, 2 * i as i32 + 1);
         let label = format!("{ty_text} {lit_text}");
-        let (id, ty) = prepared
+        let (p, ty) = prepared
             .entry(ty_text)
             .or_insert_with(|| {
-                let (id, types) =
-                    c.prepare(&format!("INSERT INTO {KS}.t (k, {col}) VALUES (?, ?)"));
-                (id, types[1].clone())
+                let p = c.prepare(&format!("INSERT INTO {KS}.{t} (k, {col}) VALUES (?, ?)"));
+                let ty = p.bind[1].1.clone();
+                (p, ty)
             })
             .clone();
         let lit = support::lit(lit_text);
         let server = c.query(&format!(
-            "INSERT INTO {KS}.t (k, {col}) VALUES ({ka}, {lit_text})"
+            "INSERT INTO {KS}.{t} (k, {col}) VALUES ({ka}, {lit_text})"
         ));
         let encoded = value_of(&lit, &ty);
         match (server, encoded) {
             (Ok(_), Ok(v)) => {
-                if let Err(e) = c.execute(&id, &[&int_value(kb), &v]) {
+                if let Err(e) = c.execute(&p, &[&int_value(kb), &v]) {
                     tally.failures.push(format!("{label}: EXECUTE failed: {e}"));
                     continue;
                 }
-                let a = c.cell(&format!("SELECT {col} FROM {KS}.t WHERE k = {ka}"));
-                let b = c.cell(&format!("SELECT {col} FROM {KS}.t WHERE k = {kb}"));
+                let a = c.cell(&format!("SELECT {col} FROM {KS}.{t} WHERE k = {ka}"));
+                let b = c.cell(&format!("SELECT {col} FROM {KS}.{t} WHERE k = {kb}"));
                 if a == b {
                     tally.exact += 1;
                 } else {
@@ -399,20 +325,20 @@ fn encoder_matches_the_server() {
     }
 
     // Counters: UPDATE with the literal vs EXECUTE of the prepared increment.
-    let (cid, ctypes) = c.prepare(&format!("UPDATE {KS}.cnt SET c = c + ? WHERE k = ?"));
+    let cp = c.prepare(&format!("UPDATE {KS}.{cnt} SET c = c + ? WHERE k = ?"));
     for (i, lit_text) in COUNTER_CASES.iter().enumerate() {
         let (ka, kb) = (2 * i as i32, 2 * i as i32 + 1);
         let label = format!("counter {lit_text}");
         let server = c.query(&format!(
-            "UPDATE {KS}.cnt SET c = c + {lit_text} WHERE k = {ka}"
+            "UPDATE {KS}.{cnt} SET c = c + {lit_text} WHERE k = {ka}"
         ));
-        let encoded = value_of(&support::lit(lit_text), &ctypes[0]);
+        let encoded = value_of(&support::lit(lit_text), &cp.bind[0].1);
         match (server, encoded) {
             (Ok(_), Ok(v)) => {
-                c.execute(&cid, &[&v, &int_value(kb)])
+                c.execute(&cp, &[&v, &int_value(kb)])
                     .expect("counter EXECUTE");
-                let a = c.cell(&format!("SELECT c FROM {KS}.cnt WHERE k = {ka}"));
-                let b = c.cell(&format!("SELECT c FROM {KS}.cnt WHERE k = {kb}"));
+                let a = c.cell(&format!("SELECT c FROM {KS}.{cnt} WHERE k = {ka}"));
+                let b = c.cell(&format!("SELECT c FROM {KS}.{cnt} WHERE k = {kb}"));
                 if a == b {
                     tally.exact += 1;
                 } else {
@@ -429,7 +355,7 @@ fn encoder_matches_the_server() {
 
     let total = cases.len() + COUNTER_CASES.len() - skipped;
     println!(
-        "{total} cases ({skipped} skipped: column type not storable): {} identical cells, {} rejected by both, {} accepted by the server but refused by the encoder",
+        "{tag}: {total} cases ({skipped} skipped: column type not storable): {} identical cells, {} rejected by both, {} accepted by the server but refused by the encoder",
         tally.exact,
         tally.both_rejected,
         tally.refused_accepted.len()
@@ -444,4 +370,5 @@ fn encoder_matches_the_server() {
         tally.failures.join("\n")
     );
     assert!(total >= 150);
+    Ok(())
 }

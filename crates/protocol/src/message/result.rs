@@ -1,0 +1,368 @@
+//! RESULT (spec section 4.2.5): Void, Rows, Set_keyspace, Prepared and Schema_change.
+//!
+//! Rows and metadata are read lazily: the views record where columns and rows start and
+//! iterate over them on demand, so a proxy that only needs the kind or the paging state
+//! never walks the cells.
+
+use super::event::SchemaChange;
+use crate::envelope::ProtocolVersion;
+use crate::error::DecodeError;
+use crate::primitives::{read_bytes, read_int, read_short_bytes, read_string};
+use crate::types::ColumnType;
+
+/// Result kinds.
+pub mod kind {
+    pub const VOID: i32 = 1;
+    pub const ROWS: i32 = 2;
+    pub const SET_KEYSPACE: i32 = 3;
+    pub const PREPARED: i32 = 4;
+    pub const SCHEMA_CHANGE: i32 = 5;
+}
+
+/// Rows metadata flags.
+pub mod metadata_flags {
+    pub const GLOBAL_TABLES_SPEC: i32 = 0x01;
+    pub const HAS_MORE_PAGES: i32 = 0x02;
+    pub const NO_METADATA: i32 = 0x04;
+    /// v5.
+    pub const METADATA_CHANGED: i32 = 0x08;
+}
+
+/// A column description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnSpec<'a> {
+    pub keyspace: &'a str,
+    pub table: &'a str,
+    pub name: &'a str,
+    /// The type `[option]`, undecoded; see [`ColumnSpec::column_type`].
+    pub type_raw: &'a [u8],
+}
+
+impl ColumnSpec<'_> {
+    /// Decodes the column's type.
+    pub fn column_type(&self) -> Result<ColumnType, DecodeError> {
+        ColumnType::read(&mut &self.type_raw[..])
+    }
+}
+
+/// Column specs, read lazily.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnSpecs<'a> {
+    count: i32,
+    global: Option<(&'a str, &'a str)>,
+    raw: &'a [u8],
+}
+
+impl<'a> ColumnSpecs<'a> {
+    fn read(buf: &mut &'a [u8], count: i32, global: bool) -> Result<Self, DecodeError> {
+        let global = if global {
+            Some((read_string(buf)?, read_string(buf)?))
+        } else {
+            None
+        };
+        let start = *buf;
+        let specs = ColumnSpecs {
+            count,
+            global,
+            raw: start,
+        };
+        let mut probe = specs;
+        for _ in 0..count.max(0) {
+            probe.next_spec()?;
+        }
+        *buf = probe.raw;
+        Ok(ColumnSpecs {
+            raw: &start[..start.len() - buf.len()],
+            ..specs
+        })
+    }
+
+    fn next_spec(&mut self) -> Result<ColumnSpec<'a>, DecodeError> {
+        let b = &mut self.raw;
+        let (keyspace, table) = match self.global {
+            Some(g) => g,
+            None => (read_string(b)?, read_string(b)?),
+        };
+        let name = read_string(b)?;
+        let before = *b;
+        ColumnType::skip(b)?;
+        Ok(ColumnSpec {
+            keyspace,
+            table,
+            name,
+            type_raw: &before[..before.len() - b.len()],
+        })
+    }
+
+    /// The number of columns.
+    pub fn len(&self) -> usize {
+        usize::try_from(self.count).unwrap_or(0)
+    }
+
+    /// True when there are no columns.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The global keyspace and table, when the metadata has one.
+    pub fn global_table(&self) -> Option<(&'a str, &'a str)> {
+        self.global
+    }
+
+    /// The raw bytes of the specs (after any global table spec).
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// Iterates over the columns (already validated when the view was built).
+    pub fn iter(&self) -> impl Iterator<Item = ColumnSpec<'a>> {
+        let mut cur = *self;
+        (0..self.len()).map_while(move |_| cur.next_spec().ok())
+    }
+}
+
+/// The metadata of a Rows result, or the result metadata of a Prepared result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowsMetadata<'a> {
+    pub flags: i32,
+    pub column_count: i32,
+    pub paging_state: Option<&'a [u8]>,
+    /// v5: present when the flags say the metadata changed.
+    pub new_metadata_id: Option<&'a [u8]>,
+    /// Absent with the `NO_METADATA` flag.
+    pub columns: Option<ColumnSpecs<'a>>,
+}
+
+impl<'a> RowsMetadata<'a> {
+    /// Reads rows metadata.
+    pub fn read(buf: &mut &'a [u8]) -> Result<Self, DecodeError> {
+        let flags = read_int(buf)?;
+        let column_count = read_int(buf)?;
+        if column_count < 0 {
+            return Err(DecodeError::NegativeLength {
+                what: "column count",
+                length: column_count,
+            });
+        }
+        let paging_state = if flags & metadata_flags::HAS_MORE_PAGES != 0 {
+            read_bytes(buf)?
+        } else {
+            None
+        };
+        let new_metadata_id = if flags & metadata_flags::METADATA_CHANGED != 0 {
+            Some(read_short_bytes(buf)?)
+        } else {
+            None
+        };
+        let columns = if flags & metadata_flags::NO_METADATA != 0 {
+            None
+        } else {
+            Some(ColumnSpecs::read(
+                buf,
+                column_count,
+                flags & metadata_flags::GLOBAL_TABLES_SPEC != 0,
+            )?)
+        };
+        Ok(RowsMetadata {
+            flags,
+            column_count,
+            paging_state,
+            new_metadata_id,
+            columns,
+        })
+    }
+}
+
+/// A Rows result.
+#[derive(Debug, Clone, Copy)]
+pub struct RowsView<'a> {
+    pub metadata: RowsMetadata<'a>,
+    pub row_count: i32,
+    /// The row content, undecoded.
+    pub rows_raw: &'a [u8],
+}
+
+impl<'a> RowsView<'a> {
+    /// Iterates over rows; each row is a vector of cells (`None` for null).
+    pub fn rows(&self) -> impl Iterator<Item = Result<Vec<Option<&'a [u8]>>, DecodeError>> + '_ {
+        let mut rest = self.rows_raw;
+        let cols = usize::try_from(self.metadata.column_count).unwrap_or(0);
+        (0..self.row_count.max(0)).map(move |_| {
+            let mut row = Vec::with_capacity(cols.min(1024));
+            for _ in 0..cols {
+                row.push(read_bytes(&mut rest)?);
+            }
+            Ok(row)
+        })
+    }
+}
+
+/// The bind-variable metadata of a Prepared result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreparedMetadata<'a> {
+    pub flags: i32,
+    /// Partition key indexes, as raw `[short]`s.
+    pub pk_indexes_raw: &'a [u8],
+    pub columns: ColumnSpecs<'a>,
+}
+
+impl<'a> PreparedMetadata<'a> {
+    fn read(buf: &mut &'a [u8], version: ProtocolVersion) -> Result<Self, DecodeError> {
+        let flags = read_int(buf)?;
+        let count = read_int(buf)?;
+        if count < 0 {
+            return Err(DecodeError::NegativeLength {
+                what: "bind variable count",
+                length: count,
+            });
+        }
+        let pk_indexes_raw = if version >= ProtocolVersion::V4 {
+            let pk_count = read_int(buf)?;
+            let n = usize::try_from(pk_count).map_err(|_| DecodeError::NegativeLength {
+                what: "partition key count",
+                length: pk_count,
+            })?;
+            crate::primitives::read_raw(buf, n.saturating_mul(2))?
+        } else {
+            &[]
+        };
+        let columns =
+            ColumnSpecs::read(buf, count, flags & metadata_flags::GLOBAL_TABLES_SPEC != 0)?;
+        Ok(PreparedMetadata {
+            flags,
+            pk_indexes_raw,
+            columns,
+        })
+    }
+
+    /// The partition key indexes.
+    pub fn pk_indexes(&self) -> impl Iterator<Item = u16> + 'a {
+        self.pk_indexes_raw
+            .chunks_exact(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+    }
+}
+
+/// A Prepared result.
+#[derive(Debug, Clone, Copy)]
+pub struct PreparedView<'a> {
+    pub id: &'a [u8],
+    /// v5 only.
+    pub result_metadata_id: Option<&'a [u8]>,
+    pub bind: PreparedMetadata<'a>,
+    pub result: RowsMetadata<'a>,
+}
+
+/// A RESULT body.
+#[derive(Debug, Clone)]
+pub enum ResultView<'a> {
+    Void,
+    Rows(RowsView<'a>),
+    SetKeyspace(&'a str),
+    Prepared(PreparedView<'a>),
+    SchemaChange(SchemaChange<'a>),
+}
+
+impl<'a> ResultView<'a> {
+    /// Reads a RESULT message (body prefix already split off).
+    pub fn parse(mut body: &'a [u8], version: ProtocolVersion) -> Result<Self, DecodeError> {
+        let b = &mut body;
+        Ok(match read_int(b)? {
+            kind::VOID => ResultView::Void,
+            kind::ROWS => {
+                let metadata = RowsMetadata::read(b)?;
+                let row_count = read_int(b)?;
+                ResultView::Rows(RowsView {
+                    metadata,
+                    row_count,
+                    rows_raw: b,
+                })
+            }
+            kind::SET_KEYSPACE => ResultView::SetKeyspace(read_string(b)?),
+            kind::PREPARED => {
+                let id = read_short_bytes(b)?;
+                let result_metadata_id = if version >= ProtocolVersion::V5 {
+                    Some(read_short_bytes(b)?)
+                } else {
+                    None
+                };
+                let bind = PreparedMetadata::read(b, version)?;
+                let result = RowsMetadata::read(b)?;
+                ResultView::Prepared(PreparedView {
+                    id,
+                    result_metadata_id,
+                    bind,
+                    result,
+                })
+            }
+            kind::SCHEMA_CHANGE => ResultView::SchemaChange(SchemaChange::read(b)?),
+            other => {
+                return Err(DecodeError::UnknownValue {
+                    what: "result kind",
+                    value: other as u32,
+                })
+            }
+        })
+    }
+
+    /// The kind number.
+    pub fn kind(&self) -> i32 {
+        match self {
+            ResultView::Void => kind::VOID,
+            ResultView::Rows(_) => kind::ROWS,
+            ResultView::SetKeyspace(_) => kind::SET_KEYSPACE,
+            ResultView::Prepared(_) => kind::PREPARED,
+            ResultView::SchemaChange(_) => kind::SCHEMA_CHANGE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parse_is_total(kind in 1i32..=6, rest in proptest::collection::vec(any::<u8>(), 0..100), v5 in any::<bool>()) {
+            let mut b = kind.to_be_bytes().to_vec();
+            b.extend_from_slice(&rest);
+            let v = if v5 { ProtocolVersion::V5 } else { ProtocolVersion::V4 };
+            if let Ok(ResultView::Rows(r)) = ResultView::parse(&b, v) {
+                for row in r.rows() { let _ = row; }
+                if let Some(c) = r.metadata.columns { for s in c.iter() { let _ = s.column_type(); } }
+            }
+        }
+    }
+
+    #[test]
+    fn reads_rows_with_global_spec() {
+        use bytes::BufMut;
+        let mut b = Vec::new();
+        b.put_i32(kind::ROWS);
+        b.put_i32(metadata_flags::GLOBAL_TABLES_SPEC);
+        b.put_i32(2);
+        crate::primitives::write_string(&mut b, "ks").unwrap();
+        crate::primitives::write_string(&mut b, "t").unwrap();
+        crate::primitives::write_string(&mut b, "k").unwrap();
+        b.put_u16(0x0009);
+        crate::primitives::write_string(&mut b, "v").unwrap();
+        b.put_u16(0x0020);
+        b.put_u16(0x000D);
+        b.put_i32(1);
+        crate::primitives::write_bytes(&mut b, Some(&[0, 0, 0, 1])).unwrap();
+        crate::primitives::write_bytes(&mut b, None).unwrap();
+        let ResultView::Rows(r) = ResultView::parse(&b, ProtocolVersion::V4).unwrap() else {
+            panic!("not rows")
+        };
+        let cols: Vec<_> = r.metadata.columns.unwrap().iter().collect();
+        assert_eq!(cols.len(), 2);
+        assert_eq!(cols[1].name, "v");
+        assert_eq!(
+            cols[1].column_type().unwrap(),
+            ColumnType::List(Box::new(ColumnType::Varchar))
+        );
+        let rows: Vec<_> = r.rows().map(|r| r.unwrap()).collect();
+        assert_eq!(rows, vec![vec![Some(&[0u8, 0, 0, 1][..]), None]]);
+    }
+}
