@@ -1,1 +1,4 @@
-//! Benchmarks of autoprep.
+//! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, and the end-to-end
+//! load generator ([`load`]) used by the `e2e` binary.
+
+pub mod load;

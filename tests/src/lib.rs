@@ -3,7 +3,9 @@
 //! minimal blocking CQL client built on the protocol crate.
 
 pub mod client;
+pub mod proxy;
 pub mod server;
 
 pub use client::{Client, Response};
+pub use proxy::{proxy, proxy_with};
 pub use server::{repo_root, upstream};

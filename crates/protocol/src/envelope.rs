@@ -297,8 +297,20 @@ impl EnvelopeDecoder {
         }
     }
 
-    /// Peeks at the header at the front of `buf` once nine bytes are buffered.
+    /// Peeks at the header at the front of `buf` once nine bytes are buffered. An unsupported
+    /// version is refused from the first byte alone: v1/v2 headers are only eight bytes long,
+    /// and garbage need not wait for more garbage.
     pub fn peek_header(&self, buf: &[u8]) -> Result<Option<Header>, EnvelopeError> {
+        if let Some(&byte) = buf.first() {
+            if ProtocolVersion::from_byte(byte).is_none() {
+                return Err(EnvelopeError::UnsupportedVersion {
+                    byte,
+                    version: byte & 0x7f,
+                    // Cassandra answers a version it cannot speak on stream 0.
+                    stream: 0,
+                });
+            }
+        }
         let Some(h) = buf.first_chunk::<HEADER_LEN>() else {
             return Ok(None);
         };
@@ -372,7 +384,7 @@ mod tests {
             d.decode(&mut buf),
             Err(EnvelopeError::UnsupportedVersion {
                 version: 2,
-                stream: 3,
+                stream: 0,
                 ..
             })
         ));

@@ -1,1 +1,50 @@
-fn main() {}
+//! The `autoprep` binary: parses the configuration, sets up logging and runs the listener
+//! until SIGINT or SIGTERM.
+
+use anyhow::Context;
+use autoprep::config::Config;
+use clap::Parser;
+use std::sync::Arc;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> anyhow::Result<()> {
+    let cfg = Config::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_new(&cfg.log).context("invalid --log filter")?)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&cfg.listen)
+            .await
+            .with_context(|| format!("bind {}", cfg.listen))?;
+        tracing::info!(listen = %listener.local_addr()?, upstream = %cfg.upstream, "autoprep listening");
+        autoprep::server::run(listener, Arc::new(cfg), shutdown_signal()).await;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

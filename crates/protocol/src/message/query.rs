@@ -224,19 +224,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn arb_params() -> impl Strategy<
-        Value = (
-            u16,
-            bool,
-            Option<i32>,
-            Option<Vec<u8>>,
-            Option<u16>,
-            Option<i64>,
-            Option<String>,
-            Option<i32>,
-            bool,
-        ),
-    > {
+    type ParamsTuple = (
+        u16,
+        bool,
+        Option<i32>,
+        Option<Vec<u8>>,
+        Option<u16>,
+        Option<i64>,
+        Option<String>,
+        Option<i32>,
+        bool,
+    );
+
+    fn arb_params() -> impl Strategy<Value = ParamsTuple> {
         (
             any::<u16>(),
             any::<bool>(),

@@ -5,4 +5,4 @@ pub mod column_type;
 pub mod encode;
 
 pub use column_type::ColumnType;
-pub use encode::{encode_literal, EncodeError};
+pub use encode::{encode_in_list, encode_literal, EncodeError, EncodeOptions, UtcOffset};

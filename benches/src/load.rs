@@ -1,0 +1,280 @@
+//! A closed-loop CQL load generator on the protocol crate: a number of connections, each
+//! keeping a fixed number of requests in flight, recording every request's latency.
+
+use anyhow::{bail, Context, Result};
+use autoprep_protocol::envelope::{
+    Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
+};
+use autoprep_protocol::message::error::ErrorView;
+use autoprep_protocol::message::query::{encode_query, QueryParams, Values};
+use autoprep_protocol::message::result::ResultView;
+use autoprep_protocol::primitives::{write_string_map, write_value, Value};
+use bytes::BytesMut;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One connection with a simple request/response helper for setup.
+pub struct Conn {
+    sock: TcpStream,
+    buf: BytesMut,
+    dec: EnvelopeDecoder,
+}
+
+fn envelope(stream: i16, opcode: Opcode, body: &[u8]) -> Envelope {
+    Envelope::new(
+        Header {
+            version: ProtocolVersion::V4,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(stream),
+            opcode,
+            length: 0,
+        },
+        body,
+    )
+}
+
+impl Conn {
+    /// Connects with protocol v4 and sends STARTUP.
+    pub async fn connect(addr: &str) -> Result<Conn> {
+        let sock = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connect {addr}"))?;
+        sock.set_nodelay(true)?;
+        let mut c = Conn {
+            sock,
+            buf: BytesMut::with_capacity(1 << 16),
+            dec: EnvelopeDecoder::new(Direction::Response, 1 << 28),
+        };
+        let mut body = Vec::new();
+        write_string_map(&mut body, &[("CQL_VERSION", "3.0.0")])?;
+        let r = c.call(Opcode::STARTUP, &body).await?;
+        if r.header().opcode != Opcode::READY {
+            bail!("STARTUP was not answered with READY");
+        }
+        Ok(c)
+    }
+
+    async fn read_one(&mut self) -> Result<Envelope> {
+        loop {
+            if let Some(e) = self.dec.decode(&mut self.buf)? {
+                return Ok(e);
+            }
+            if self.sock.read_buf(&mut self.buf).await? == 0 {
+                bail!("connection closed");
+            }
+        }
+    }
+
+    /// Sends one request on stream 0 and waits for its answer; server errors become errors.
+    pub async fn call(&mut self, opcode: Opcode, body: &[u8]) -> Result<Envelope> {
+        self.sock
+            .write_all(envelope(0, opcode, body).as_bytes())
+            .await?;
+        let e = self.read_one().await?;
+        if e.header().opcode == Opcode::ERROR {
+            let err = ErrorView::parse(e.body(), ProtocolVersion::V4)?;
+            bail!("server error 0x{:04x}: {}", err.code, err.message);
+        }
+        Ok(e)
+    }
+
+    /// Runs a statement with no values.
+    pub async fn query(&mut self, cql: &str) -> Result<()> {
+        let mut body = Vec::new();
+        encode_query(
+            ProtocolVersion::V4,
+            cql.as_bytes(),
+            &QueryParams {
+                consistency: 1,
+                ..Default::default()
+            },
+            &mut body,
+        )?;
+        self.call(Opcode::QUERY, &body).await.map(|_| ())
+    }
+
+    /// Prepares a statement and returns its id.
+    pub async fn prepare(&mut self, cql: &str) -> Result<Vec<u8>> {
+        let mut body = Vec::new();
+        autoprep_protocol::message::prepare::encode_prepare(
+            ProtocolVersion::V4,
+            cql.as_bytes(),
+            None,
+            &mut body,
+        )?;
+        let e = self.call(Opcode::PREPARE, &body).await?;
+        match ResultView::parse(e.body(), ProtocolVersion::V4)? {
+            ResultView::Prepared(p) => Ok(p.id.to_vec()),
+            _ => bail!("PREPARE did not return a prepared result"),
+        }
+    }
+}
+
+/// One request of a workload: an opcode and its body, built for a sequence number.
+pub trait Workload: Send + Sync + 'static {
+    /// Appends the body of request number `seq` to `out` and returns its opcode.
+    fn request(&self, seq: u64, out: &mut Vec<u8>) -> Opcode;
+}
+
+/// Time-series inserts executed as a prepared statement:
+/// `INSERT INTO ks.ts (sensor, at, value) VALUES (?, ?, ?)`.
+pub struct PreparedInsert {
+    pub id: Vec<u8>,
+}
+
+impl Workload for PreparedInsert {
+    fn request(&self, seq: u64, out: &mut Vec<u8>) -> Opcode {
+        let sensor = format!("s-{}", seq % 1000);
+        let at = 1_767_225_600_000i64 + (seq as i64) * 10;
+        let value = (seq % 10_000) as f64 / 10.0;
+        let mut raw = Vec::with_capacity(48);
+        let _ = write_value(&mut raw, Value::Bytes(sensor.as_bytes()));
+        let _ = write_value(&mut raw, Value::Bytes(&at.to_be_bytes()));
+        let _ = write_value(&mut raw, Value::Bytes(&value.to_be_bytes()));
+        let params = QueryParams {
+            consistency: 1,
+            values: Some(Values {
+                count: 3,
+                named: false,
+                raw: &raw,
+            }),
+            ..Default::default()
+        };
+        let _ = autoprep_protocol::message::execute::encode_execute(
+            ProtocolVersion::V4,
+            &self.id,
+            &[],
+            &params,
+            out,
+        );
+        Opcode::EXECUTE
+    }
+}
+
+/// What one load run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub ops: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// Latencies in microseconds, sorted.
+    pub latencies_us: Vec<u32>,
+}
+
+impl Stats {
+    /// Operations per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The latency at quantile `q` (0..=1), in microseconds.
+    pub fn quantile_us(&self, q: f64) -> u32 {
+        if self.latencies_us.is_empty() {
+            return 0;
+        }
+        let i = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
+        self.latencies_us[i]
+    }
+}
+
+/// Runs `workload` against `addr` over `connections` connections with `in_flight` requests
+/// outstanding on each, for `duration` or `max_ops` operations, whichever comes first.
+pub async fn run<W: Workload>(
+    addr: &str,
+    workload: std::sync::Arc<W>,
+    connections: usize,
+    in_flight: usize,
+    duration: Duration,
+    max_ops: u64,
+) -> Result<Stats> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let per_conn = max_ops / connections.max(1) as u64;
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let conn = Conn::connect(addr).await?;
+        let w = workload.clone();
+        tasks.push(tokio::spawn(drive(
+            conn,
+            w,
+            c as u64,
+            in_flight.clamp(1, 32000),
+            deadline,
+            per_conn,
+        )));
+    }
+    let mut total = Stats::default();
+    for t in tasks {
+        let s = t.await??;
+        total.ops += s.ops;
+        total.errors += s.errors;
+        total.latencies_us.extend(s.latencies_us);
+    }
+    total.elapsed = started.elapsed();
+    total.latencies_us.sort_unstable();
+    Ok(total)
+}
+
+async fn drive<W: Workload>(
+    mut conn: Conn,
+    w: std::sync::Arc<W>,
+    conn_no: u64,
+    in_flight: usize,
+    deadline: Instant,
+    max_ops: u64,
+) -> Result<Stats> {
+    let mut starts = vec![None::<Instant>; in_flight];
+    let mut free: Vec<i16> = (0..in_flight as i16).rev().collect();
+    let mut stats = Stats::default();
+    let mut sent = 0u64;
+    let mut out = BytesMut::with_capacity(1 << 16);
+    let mut body = Vec::with_capacity(256);
+    let mut outstanding = 0usize;
+    loop {
+        let now = Instant::now();
+        let open = now < deadline && sent < max_ops;
+        while open && sent < max_ops {
+            let Some(stream) = free.pop() else { break };
+            body.clear();
+            let seq = sent * 64 + conn_no;
+            let op = w.request(seq, &mut body);
+            out.extend_from_slice(envelope(stream, op, &body).as_bytes());
+            starts[stream as usize] = Some(now);
+            sent += 1;
+            outstanding += 1;
+        }
+        if !out.is_empty() {
+            conn.sock.write_all(&out).await?;
+            out.clear();
+        }
+        if outstanding == 0 {
+            break;
+        }
+        if conn.sock.read_buf(&mut conn.buf).await? == 0 {
+            bail!("connection closed during the load");
+        }
+        let done = Instant::now();
+        while let Some(e) = conn.dec.decode(&mut conn.buf)? {
+            let s = e.header().stream.0;
+            let Some(start) = usize::try_from(s)
+                .ok()
+                .and_then(|i| starts.get_mut(i))
+                .and_then(Option::take)
+            else {
+                continue;
+            };
+            if e.header().opcode == Opcode::ERROR {
+                stats.errors += 1;
+            }
+            stats.ops += 1;
+            stats
+                .latencies_us
+                .push(done.duration_since(start).as_micros().min(u32::MAX as u128) as u32);
+            free.push(s);
+            outstanding -= 1;
+        }
+    }
+    Ok(stats)
+}

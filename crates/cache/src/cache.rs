@@ -1,0 +1,414 @@
+//! The shared prepared-statement cache.
+//!
+//! A shape goes through these states per node:
+//! unseen → seen N times (admission counter) → preparing (one PREPARE in flight, single-flight)
+//! → ready (prepared id and types) or negative (failed, with a reason, until an expiry).
+//! Ready entries live in a bounded LRU (entries and bytes); the least recently used is
+//! evicted. Nothing here talks to the network: the caller sends the PREPARE and reports back.
+
+use crate::entry::PreparedEntry;
+use crate::key::{NodeId, ShapeKey};
+use lru::LruCache;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Limits and policies of the cache.
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// Most prepared entries kept.
+    pub max_entries: usize,
+    /// Most bytes (approximate) of prepared entries kept.
+    pub max_bytes: usize,
+    /// A shape is prepared on its Nth sighting (1 = at once).
+    pub admission_threshold: u32,
+    /// How many not-yet-admitted shapes are counted (a bounded LRU of counters).
+    pub max_tracked_shapes: usize,
+    /// How long a failed shape is left alone before it may be tried again.
+    pub negative_ttl: Duration,
+    /// A PREPARE not answered within this long is forgotten, so another may start.
+    pub prepare_timeout: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_entries: 10_000,
+            max_bytes: 64 * 1024 * 1024,
+            admission_threshold: 2,
+            max_tracked_shapes: 100_000,
+            negative_ttl: Duration::from_secs(60),
+            prepare_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The answer to a lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Prepared on this node: execute it.
+    Ready(Arc<PreparedEntry>),
+    /// Not prepared yet, and the caller has been chosen to send the PREPARE now: it must
+    /// later call [`PreparedCache::prepared`] or [`PreparedCache::failed`].
+    PrepareNow,
+    /// Not prepared, and nothing for the caller to do (below the admission threshold, or a
+    /// PREPARE is already in flight elsewhere).
+    Wait,
+    /// Known not to work, for the given reason, until the entry expires.
+    Negative(&'static str),
+}
+
+/// Counters, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub entries: usize,
+    pub bytes: usize,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub prepares_started: u64,
+    pub prepares_succeeded: u64,
+    pub prepares_failed: u64,
+    pub invalidations: u64,
+    pub negative_entries: usize,
+}
+
+#[derive(Debug)]
+struct Ready {
+    entry: Arc<PreparedEntry>,
+    weight: usize,
+}
+
+#[derive(Debug)]
+enum Pending {
+    Seen(u32),
+    Preparing(Instant),
+    Negative(&'static str, Instant),
+}
+
+#[derive(Debug)]
+struct Inner {
+    ready: LruCache<(NodeId, [u8; 16]), Ready>,
+    pending: LruCache<(NodeId, [u8; 16]), Pending>,
+    bytes: usize,
+    stats: CacheStats,
+}
+
+/// The cache: cheap to share (`Arc`), one short lock per call.
+#[derive(Debug)]
+pub struct PreparedCache {
+    cfg: CacheConfig,
+    inner: Mutex<Inner>,
+}
+
+fn matches(e: &PreparedEntry, key: &ShapeKey<'_>) -> bool {
+    e.text == key.text && e.keyspace.as_deref() == key.keyspace
+}
+
+impl PreparedCache {
+    /// An empty cache.
+    pub fn new(cfg: CacheConfig) -> Self {
+        let tracked = NonZeroUsize::new(cfg.max_tracked_shapes.max(1)).unwrap_or(NonZeroUsize::MIN);
+        PreparedCache {
+            inner: Mutex::new(Inner {
+                ready: LruCache::unbounded(),
+                pending: LruCache::new(tracked),
+                bytes: 0,
+                stats: CacheStats::default(),
+            }),
+            cfg,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks a shape up and, on a miss, advances its admission state.
+    pub fn lookup(&self, key: &ShapeKey<'_>, now: Instant) -> Lookup {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let k = key.map_key();
+        if let Some(r) = inner.ready.get(&k) {
+            if matches(&r.entry, key) {
+                inner.stats.hits += 1;
+                return Lookup::Ready(r.entry.clone());
+            }
+            // An md5 collision: never execute the other statement; this shape passes through.
+            inner.stats.misses += 1;
+            return Lookup::Negative("fingerprint collision");
+        }
+        inner.stats.misses += 1;
+        let threshold = self.cfg.admission_threshold.max(1);
+        let state = match inner.pending.get_mut(&k) {
+            None => {
+                inner.pending.put(k, Pending::Seen(0));
+                inner.pending.get_mut(&k)
+            }
+            s => s,
+        };
+        let Some(state) = state else {
+            return Lookup::Wait;
+        };
+        match state {
+            Pending::Seen(n) => {
+                *n += 1;
+                if *n >= threshold {
+                    *state = Pending::Preparing(now);
+                    inner.stats.prepares_started += 1;
+                    Lookup::PrepareNow
+                } else {
+                    Lookup::Wait
+                }
+            }
+            Pending::Preparing(since) => {
+                if now.duration_since(*since) > self.cfg.prepare_timeout {
+                    *state = Pending::Preparing(now);
+                    inner.stats.prepares_started += 1;
+                    Lookup::PrepareNow
+                } else {
+                    Lookup::Wait
+                }
+            }
+            Pending::Negative(reason, until) => {
+                if now >= *until {
+                    *state = Pending::Preparing(now);
+                    inner.stats.prepares_started += 1;
+                    Lookup::PrepareNow
+                } else {
+                    Lookup::Negative(reason)
+                }
+            }
+        }
+    }
+
+    /// Records a successful PREPARE; returns how many entries were evicted to make room.
+    pub fn prepared(&self, node: NodeId, fingerprint: [u8; 16], entry: PreparedEntry) -> usize {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let k = (node, fingerprint);
+        inner.pending.pop(&k);
+        inner.stats.prepares_succeeded += 1;
+        let weight = entry.weight();
+        if let Some(old) = inner.ready.put(
+            k,
+            Ready {
+                entry: Arc::new(entry),
+                weight,
+            },
+        ) {
+            inner.bytes -= old.weight;
+        }
+        inner.bytes += weight;
+        let mut evicted = 0;
+        while inner.ready.len() > self.cfg.max_entries.max(1)
+            || (inner.bytes > self.cfg.max_bytes && inner.ready.len() > 1)
+        {
+            match inner.ready.pop_lru() {
+                Some((_, r)) => {
+                    inner.bytes -= r.weight;
+                    evicted += 1;
+                }
+                None => break,
+            }
+        }
+        inner.stats.evictions += evicted as u64;
+        evicted
+    }
+
+    /// Records that a shape cannot be prepared or executed, for `reason`, until the negative
+    /// entry expires.
+    pub fn failed(&self, node: NodeId, fingerprint: [u8; 16], reason: &'static str, now: Instant) {
+        let mut g = self.lock();
+        let k = (node, fingerprint);
+        g.stats.prepares_failed += 1;
+        if let Some(r) = g.ready.pop(&k) {
+            g.bytes -= r.weight;
+        }
+        g.pending
+            .put(k, Pending::Negative(reason, now + self.cfg.negative_ttl));
+    }
+
+    /// Forgets a prepared entry whose id the node no longer knows (UNPREPARED); the next
+    /// sighting prepares it again at once.
+    pub fn invalidate(&self, node: NodeId, fingerprint: [u8; 16], id: &[u8]) {
+        let mut g = self.lock();
+        let k = (node, fingerprint);
+        let same = g.ready.peek(&k).is_some_and(|r| r.entry.id.as_ref() == id);
+        if same {
+            if let Some(r) = g.ready.pop(&k) {
+                g.bytes -= r.weight;
+            }
+            g.stats.invalidations += 1;
+            let threshold = self.cfg.admission_threshold.max(1);
+            g.pending.put(k, Pending::Seen(threshold.saturating_sub(1)));
+        }
+    }
+
+    /// Replaces the entry's v5 result metadata (after a Rows result said it changed).
+    pub fn update_result_metadata(
+        &self,
+        node: NodeId,
+        fingerprint: [u8; 16],
+        id: &[u8],
+        result_metadata_id: bytes::Bytes,
+        result_metadata: bytes::Bytes,
+    ) {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        if let Some(r) = inner.ready.get_mut(&(node, fingerprint)) {
+            if r.entry.id.as_ref() == id {
+                let mut e = (*r.entry).clone();
+                e.result_metadata_id = Some(result_metadata_id);
+                e.result_metadata = result_metadata;
+                let w = e.weight();
+                inner.bytes = inner.bytes - r.weight + w;
+                r.weight = w;
+                r.entry = Arc::new(e);
+            }
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CacheStats {
+        let g = self.lock();
+        let mut s = g.stats;
+        s.entries = g.ready.len();
+        s.bytes = g.bytes;
+        s.negative_entries = g
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p, Pending::Negative(..)))
+            .count();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn key(text: &str) -> ShapeKey<'_> {
+        let mut fp = [0u8; 16];
+        for (i, b) in text.bytes().enumerate() {
+            fp[i % 16] ^= b;
+        }
+        ShapeKey {
+            node: 1,
+            fingerprint: fp,
+            keyspace: Some("ks"),
+            text,
+        }
+    }
+
+    fn entry(text: &str) -> PreparedEntry {
+        PreparedEntry {
+            text: text.into(),
+            keyspace: Some("ks".into()),
+            id: Bytes::from_static(&[1; 16]),
+            result_metadata_id: None,
+            bind_types: vec![],
+            pk_indexes: vec![],
+            result_metadata: Bytes::new(),
+        }
+    }
+
+    fn cache(threshold: u32, max_entries: usize) -> PreparedCache {
+        PreparedCache::new(CacheConfig {
+            admission_threshold: threshold,
+            max_entries,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn admission_then_single_flight_then_hit() {
+        let c = cache(2, 10);
+        let t = Instant::now();
+        let k = key("INSERT INTO t (a) VALUES (?)");
+        assert_eq!(c.lookup(&k, t), Lookup::Wait);
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
+        // Another connection asks while the PREPARE is in flight: it does not prepare too.
+        assert_eq!(c.lookup(&k, t), Lookup::Wait);
+        c.prepared(1, k.fingerprint, entry(k.text));
+        assert!(matches!(c.lookup(&k, t), Lookup::Ready(_)));
+        let s = c.stats();
+        assert_eq!((s.entries, s.prepares_started, s.hits), (1, 1, 1));
+    }
+
+    #[test]
+    fn lost_prepare_is_retried_after_the_timeout() {
+        let c = cache(1, 10);
+        let t = Instant::now();
+        let k = key("x");
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
+        assert_eq!(c.lookup(&k, t + Duration::from_secs(1)), Lookup::Wait);
+        assert_eq!(
+            c.lookup(&k, t + Duration::from_secs(11)),
+            Lookup::PrepareNow
+        );
+    }
+
+    #[test]
+    fn negative_entries_expire() {
+        let c = cache(1, 10);
+        let t = Instant::now();
+        let k = key("x");
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
+        c.failed(1, k.fingerprint, "prepare failed", t);
+        assert_eq!(c.lookup(&k, t), Lookup::Negative("prepare failed"));
+        assert_eq!(
+            c.lookup(&k, t + Duration::from_secs(61)),
+            Lookup::PrepareNow
+        );
+    }
+
+    #[test]
+    fn collision_never_returns_the_other_statement() {
+        let c = cache(1, 10);
+        let t = Instant::now();
+        let a = key("ab");
+        let mut b = key("ba"); // same xor fingerprint, other text
+        b.fingerprint = a.fingerprint;
+        c.prepared(1, a.fingerprint, entry(a.text));
+        assert_eq!(c.lookup(&b, t), Lookup::Negative("fingerprint collision"));
+        // Same text in another keyspace is another statement too.
+        let mut other_ks = a;
+        other_ks.keyspace = Some("other");
+        assert!(!matches!(c.lookup(&other_ks, t), Lookup::Ready(_)));
+    }
+
+    #[test]
+    fn bounded_by_entries_with_eviction_counted() {
+        let c = cache(1, 3);
+        let texts: Vec<String> = (0..5).map(|i| format!("statement {i}")).collect();
+        for t in &texts {
+            c.prepared(1, key(t).fingerprint, entry(t));
+        }
+        let s = c.stats();
+        assert_eq!((s.entries, s.evictions), (3, 2));
+    }
+
+    #[test]
+    fn unprepared_drops_the_entry_and_re_prepares_at_once() {
+        let c = cache(3, 10);
+        let t = Instant::now();
+        let k = key("x");
+        c.prepared(1, k.fingerprint, entry(k.text));
+        c.invalidate(1, k.fingerprint, &[1; 16]);
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
+        assert_eq!(c.stats().invalidations, 1);
+    }
+
+    #[test]
+    fn nodes_are_separate() {
+        let c = cache(1, 10);
+        let t = Instant::now();
+        let k = key("x");
+        c.prepared(1, k.fingerprint, entry(k.text));
+        let mut on_two = k;
+        on_two.node = 2;
+        assert_eq!(c.lookup(&on_two, t), Lookup::PrepareNow);
+    }
+}

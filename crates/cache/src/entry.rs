@@ -1,0 +1,38 @@
+//! A prepared statement as the server described it.
+
+use autoprep_protocol::types::ColumnType;
+use bytes::Bytes;
+
+/// What PREPARE returned for a shape, plus the shape it was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedEntry {
+    /// The canonical text that was prepared.
+    pub text: String,
+    /// The keyspace it was prepared in (connection keyspace or v5 PREPARE keyspace).
+    pub keyspace: Option<String>,
+    /// The prepared id.
+    pub id: Bytes,
+    /// v5: the result metadata id to send in EXECUTE.
+    pub result_metadata_id: Option<Bytes>,
+    /// The type of every bind variable, in order.
+    pub bind_types: Vec<ColumnType>,
+    /// Partition key indexes among the bind variables.
+    pub pk_indexes: Vec<u16>,
+    /// The raw result metadata (kept for v5 metadata-change handling).
+    pub result_metadata: Bytes,
+}
+
+impl PreparedEntry {
+    /// Approximate memory held by the entry, for the byte bound of the cache.
+    pub fn weight(&self) -> usize {
+        const FIXED: usize = 160;
+        FIXED
+            + self.text.len()
+            + self.keyspace.as_ref().map_or(0, String::len)
+            + self.id.len()
+            + self.result_metadata_id.as_ref().map_or(0, Bytes::len)
+            + self.bind_types.len() * 48
+            + self.pk_indexes.len() * 2
+            + self.result_metadata.len()
+    }
+}

@@ -1,0 +1,23 @@
+//! The identity of a statement shape on one upstream node.
+
+/// Which upstream node a prepared id belongs to (each node has its own server-side cache).
+pub type NodeId = u32;
+
+/// A shape on a node, as looked up on the hot path: borrowed, nothing allocated.
+///
+/// The map is keyed by `(node, fingerprint)`; the text and keyspace are compared on a hit so
+/// that an md5 collision can never run the wrong statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShapeKey<'a> {
+    pub node: NodeId,
+    /// md5 of keyspace bytes + text.
+    pub fingerprint: [u8; 16],
+    pub keyspace: Option<&'a str>,
+    pub text: &'a str,
+}
+
+impl ShapeKey<'_> {
+    pub(crate) fn map_key(&self) -> (NodeId, [u8; 16]) {
+        (self.node, self.fingerprint)
+    }
+}

@@ -1,0 +1,42 @@
+//! The proxy's configuration: command-line flags, each with an `AUTOPREP_*` environment
+//! variable behind it.
+
+use clap::Parser;
+
+/// autoprep: a CQL sidecar that turns unprepared statements into prepared ones.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "autoprep", version, about)]
+pub struct Config {
+    /// Address the application connects to.
+    #[arg(long, env = "AUTOPREP_LISTEN", default_value = "127.0.0.1:9043")]
+    pub listen: String,
+
+    /// The Cassandra / ScyllaDB node to forward to (host:port).
+    #[arg(long, env = "AUTOPREP_UPSTREAM", default_value = "127.0.0.1:9042")]
+    pub upstream: String,
+
+    /// Largest envelope body accepted from either side, in bytes.
+    #[arg(long, env = "AUTOPREP_MAX_FRAME_BYTES", default_value_t = autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN)]
+    pub max_frame_bytes: usize,
+
+    /// How long to wait for the upstream node to accept a connection, in milliseconds.
+    #[arg(long, env = "AUTOPREP_CONNECT_TIMEOUT_MS", default_value_t = 5000)]
+    pub connect_timeout_ms: u64,
+
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `autoprep=debug`.
+    #[arg(long, env = "AUTOPREP_LOG", default_value = "info")]
+    pub log: String,
+}
+
+impl Config {
+    /// A configuration for `upstream` listening on an ephemeral loopback port (tests, benches).
+    pub fn for_upstream(upstream: &str) -> Config {
+        Config {
+            listen: "127.0.0.1:0".into(),
+            upstream: upstream.into(),
+            max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
+            connect_timeout_ms: 5000,
+            log: "info".into(),
+        }
+    }
+}

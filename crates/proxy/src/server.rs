@@ -1,0 +1,44 @@
+//! The listener: accepts client connections and runs a session for each.
+
+use crate::config::Config;
+use crate::session;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+/// Accepts connections on `listener` until `shutdown` completes.
+pub async fn run(listener: TcpListener, cfg: Arc<Config>, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let mut next_id = 0u64;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    next_id += 1;
+                    tokio::spawn(session::run(next_id, sock, cfg.clone()));
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = &mut shutdown => {
+                info!("listener stopped");
+                return;
+            }
+        }
+    }
+}
+
+/// Binds `cfg.listen` and serves in the background on the current runtime; returns the bound
+/// address. Used by tests and benchmarks.
+pub async fn spawn(cfg: Config) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(&cfg.listen).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(run(listener, Arc::new(cfg), std::future::pending()));
+    Ok(addr)
+}

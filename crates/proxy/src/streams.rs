@@ -1,0 +1,121 @@
+//! Upstream stream ids. The proxy owns the ids it uses toward the server: each client request
+//! (and each request the proxy makes itself) takes a free id from a bitmap, and the response's
+//! id finds the request again. When every id is taken, callers wait (backpressure).
+
+/// Stream ids 0..=32767 are the client's side of the protocol (negative ids are the server's).
+pub const STREAM_COUNT: usize = 32768;
+
+/// What an upstream stream id is in use for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// A client request, sent under the client's own stream id.
+    Client { stream: i16 },
+}
+
+/// A bitmap allocator with the pending request of every id in use.
+#[derive(Debug)]
+pub struct StreamTable {
+    free_bits: Vec<u64>,
+    slots: Vec<Option<Pending>>,
+    cursor: usize,
+    in_use: usize,
+}
+
+impl Default for StreamTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamTable {
+    /// An empty table: every id free.
+    pub fn new() -> Self {
+        StreamTable {
+            free_bits: vec![u64::MAX; STREAM_COUNT / 64],
+            slots: vec![None; STREAM_COUNT],
+            cursor: 0,
+            in_use: 0,
+        }
+    }
+
+    /// Takes a free id for `pending`, or `None` when all are in use. Ids are handed out
+    /// round-robin so a late response to an id never meets a fresh request under it soon.
+    pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
+        if self.in_use == STREAM_COUNT {
+            return None;
+        }
+        let words = self.free_bits.len();
+        for step in 0..=words {
+            let w = (self.cursor + step) % words;
+            let word = self.free_bits[w];
+            if word != 0 {
+                let bit = word.trailing_zeros() as usize;
+                self.free_bits[w] &= !(1u64 << bit);
+                let id = w * 64 + bit;
+                self.slots[id] = Some(pending);
+                self.in_use += 1;
+                self.cursor = w;
+                // id < 32768, so it fits in i16.
+                return i16::try_from(id).ok();
+            }
+        }
+        None
+    }
+
+    /// Releases `id`, returning what it was used for (`None` for an id not in use).
+    pub fn release(&mut self, id: i16) -> Option<Pending> {
+        let idx = usize::try_from(id).ok().filter(|i| *i < STREAM_COUNT)?;
+        let pending = self.slots[idx].take()?;
+        self.free_bits[idx / 64] |= 1u64 << (idx % 64);
+        self.in_use -= 1;
+        Some(pending)
+    }
+
+    /// How many ids are in use.
+    pub fn in_use(&self) -> usize {
+        self.in_use
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn exhausts_then_recovers() {
+        let mut t = StreamTable::new();
+        let mut ids = std::collections::HashSet::new();
+        for i in 0..STREAM_COUNT {
+            let id = t.allocate(Pending::Client { stream: i as i16 }).unwrap();
+            assert!(id >= 0);
+            assert!(ids.insert(id));
+        }
+        assert_eq!(t.allocate(Pending::Client { stream: 0 }), None);
+        assert_eq!(t.release(77), Some(Pending::Client { stream: 77 }));
+        assert_eq!(t.release(77), None);
+        assert_eq!(t.allocate(Pending::Client { stream: 5 }), Some(77));
+        assert_eq!(t.release(-1), None);
+    }
+
+    proptest! {
+        /// Against a model: ids handed out are unique among those in use, and release returns
+        /// exactly what was stored.
+        #[test]
+        fn matches_a_model(ops in proptest::collection::vec(any::<(bool, u16)>(), 0..2000)) {
+            let mut t = StreamTable::new();
+            let mut model = std::collections::HashMap::new();
+            for (alloc, x) in ops {
+                if alloc {
+                    let id = t.allocate(Pending::Client { stream: x as i16 }).unwrap();
+                    prop_assert!(model.insert(id, x as i16).is_none());
+                } else {
+                    let id = (x % 64) as i16;
+                    let expect = model.remove(&id).map(|s| Pending::Client { stream: s });
+                    prop_assert_eq!(t.release(id), expect);
+                }
+                prop_assert_eq!(t.in_use(), model.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The write side of a connection: one task per socket that takes whole envelopes from a
+//! bounded channel, frames them (v5 segments once framing has started), and writes everything
+//! that is ready in one `write` call.
+
+use autoprep_protocol::segment::SegmentEncoder;
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+/// What a writer is asked to do.
+#[derive(Debug)]
+pub enum Out {
+    /// Write one whole envelope (framed into segments when framing is on).
+    Envelope(BytesMut),
+    /// From now on wrap envelopes in v5 segments (LZ4-compressed when `lz4`).
+    StartFraming { lz4: bool },
+}
+
+/// Above this many buffered bytes a batch is written without waiting for more.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// Writes until the channel closes (every sender dropped) or the socket fails, then shuts the
+/// socket's write side down. Returns the number of bytes written.
+pub async fn run(mut rx: mpsc::Receiver<Out>, mut sock: OwnedWriteHalf) -> std::io::Result<u64> {
+    let mut framing: Option<SegmentEncoder> = None;
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut written = 0u64;
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                Out::Envelope(frame) => match &mut framing {
+                    Some(enc) => enc.push(&frame, &mut out),
+                    // A lone unframed envelope is written from its own buffer, with no copy.
+                    None if out.is_empty() && rx.is_empty() => out = frame,
+                    None => out.extend_from_slice(&frame),
+                },
+                Out::StartFraming { lz4 } => {
+                    if let Some(enc) = &mut framing {
+                        enc.finish(&mut out);
+                    }
+                    framing = Some(SegmentEncoder::new(lz4));
+                }
+            }
+            if out.len() >= BATCH_BYTES {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Some(enc) = &mut framing {
+            enc.finish(&mut out);
+        }
+        sock.write_all(&out).await?;
+        written += out.len() as u64;
+        out.clear();
+    }
+    let _ = sock.shutdown().await;
+    Ok(written)
+}

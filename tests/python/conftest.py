@@ -1,0 +1,238 @@
+"""Fixtures for the Python-driver and cqlsh integration tests of autoprep.
+
+Every test talks to a real Cassandra twice: through the proxy and directly. The proxy's point is
+that a client cannot tell the difference, so most tests compare the two answers.
+
+Environment:
+  AUTOPREP_TEST_UPSTREAM  host:port of the node to use; otherwise `scripts/cassandra.sh start`
+                          (reuses a running node) and 127.0.0.1:9042
+  AUTOPREP_BIN            the proxy binary [<repo>/target/debug/autoprep, built when missing]
+  AUTOPREP_TEST_LOG       the proxy's --log filter [info]
+"""
+
+import logging
+import os
+import re
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from cassandra.cluster import Cluster, EXEC_PROFILE_DEFAULT, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+REPO = Path(__file__).resolve().parents[2]
+
+# (protocol version, compression). v5 supports only LZ4 (Snappy is not a v5 segment codec).
+PARAMS = [(4, None), (4, "lz4"), (4, "snappy"), (5, None), (5, "lz4")]
+
+log = logging.getLogger("autoprep.tests")
+
+
+def _split_hostport(s, default_port=9042):
+    host, _, port = s.rpartition(":")
+    if not host:
+        return s, default_port
+    return host.strip("[]"), int(port)
+
+
+def _wait_port(host, port, timeout, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{host}:{port} did not accept connections within {timeout} s")
+
+
+def _free_port(host="127.0.0.1"):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    """(host, port) of the real Cassandra node."""
+    env = os.environ.get("AUTOPREP_TEST_UPSTREAM")
+    if env:
+        return _split_hostport(env)
+    subprocess.run([str(REPO / "scripts" / "cassandra.sh"), "start"], check=True)
+    return ("127.0.0.1", 9042)
+
+
+class Proxy:
+    def __init__(self, host, port, proc, log_path):
+        self.host, self.port, self.proc, self.log_path = host, port, proc, log_path
+
+    def log_text(self):
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, n=60):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+
+def _proxy_binary():
+    env = os.environ.get("AUTOPREP_BIN")
+    if env:
+        return Path(env)
+    path = REPO / "target" / "debug" / "autoprep"
+    if not path.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "autoprep"], cwd=REPO, check=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def proxy(upstream, tmp_path_factory):
+    """The autoprep binary, listening on a free loopback port in front of `upstream`."""
+    binary = _proxy_binary()
+    host, port = "127.0.0.1", _free_port()
+    log_path = tmp_path_factory.mktemp("proxy") / "autoprep.log"
+    logf = open(log_path, "wb")
+    env = dict(os.environ, NO_COLOR="1", RUST_BACKTRACE="1")
+    proc = subprocess.Popen(
+        [str(binary), "--listen", f"{host}:{port}", "--upstream", f"{upstream[0]}:{upstream[1]}",
+         "--log", os.environ.get("AUTOPREP_TEST_LOG", "info")],
+        stdout=logf, stderr=subprocess.STDOUT, env=env,
+    )
+    p = Proxy(host, port, proc, log_path)
+    try:
+        _wait_port(host, port, 30, proc)
+    except Exception:
+        proc.kill()
+        proc.wait()
+        logf.close()
+        pytest.fail(f"autoprep did not start:\n{p.log_tail()}")
+    yield p
+    still_running = proc.poll() is None
+    if still_running:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    logf.close()
+    text = p.log_text()
+    print(f"\nautoprep log ({log_path}), last lines:\n{p.log_tail(15)}")
+    assert still_running, f"autoprep exited early with {proc.returncode}:\n{p.log_tail()}"
+    assert "panicked" not in text, f"autoprep panicked:\n{p.log_tail()}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a failed test, attach the tail of the proxy's log to the report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and "proxy" in getattr(item, "funcargs", {}):
+        p = item.funcargs["proxy"]
+        rep.sections.append(("autoprep log (tail)", p.log_tail()))
+
+
+def make_cluster(host, port, protocol_version, compression):
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=30)
+    return Cluster(
+        contact_points=[host], port=port, protocol_version=protocol_version,
+        compression=compression if compression else False,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        connect_timeout=10, control_connection_timeout=10,
+        # Schema events are debounced by this window; keep the event test short.
+        schema_event_refresh_window=0.2,
+    )
+
+
+def connections(session):
+    """Every connection the session uses: the control connection and the pools' (one each)."""
+    conns = [session.cluster.control_connection._connection]
+    conns.extend(pool._connection for pool in session.get_pools())
+    return [c for c in conns if c is not None]
+
+
+def check_negotiated(session, protocol_version, compression, endpoint_port):
+    cluster = session.cluster
+    assert cluster.protocol_version == protocol_version
+    hosts = cluster.metadata.all_hosts()
+    assert len(hosts) == 1, f"the driver sees more than one node: {hosts}"
+    assert hosts[0].endpoint.port == endpoint_port, hosts[0].endpoint
+    conns = connections(session)
+    assert len(conns) >= 2
+    for c in conns:
+        assert c.endpoint.port == endpoint_port, c.endpoint
+        assert c.protocol_version == protocol_version
+        if compression:
+            assert c._compression_type == compression
+            assert c.compressor is not None and c.decompressor is not None
+        else:
+            assert c.compressor is None
+        if protocol_version >= 5:
+            assert c._is_checksumming_enabled, "v5 framing (segments) not in use"
+
+
+class Target:
+    """One side of the comparison: a connected cluster and session, proxy or direct."""
+
+    def __init__(self, name, host, port, pv, compression):
+        self.name, self.host, self.port = name, host, port
+        self.cluster = make_cluster(host, port, pv, compression)
+        self.session = self.cluster.connect()
+        check_negotiated(self.session, pv, compression, port)
+
+    def close(self):
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="session", params=PARAMS, ids=lambda p: f"v{p[0]}-{p[1] or 'none'}")
+def params(request):
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def run_id():
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def ks(params, run_id):
+    """A keyspace name of this run and parametrization (created by the first test)."""
+    pv, comp = params
+    return f"autoprep_py_{run_id}_v{pv}_{comp or 'none'}"
+
+
+@pytest.fixture(scope="session")
+def via_proxy(proxy, params, ks):
+    t = Target("proxy", proxy.host, proxy.port, *params)
+    yield t
+    try:
+        t.session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=60)
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="session")
+def direct(upstream, params):
+    t = Target("direct", upstream[0], upstream[1], *params)
+    yield t
+    t.close()
+
+
+@pytest.fixture(scope="session")
+def keyspace(via_proxy, ks):
+    """The keyspace, created through the proxy; tests that need it depend on this."""
+    rs = via_proxy.session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    assert rs.response_future.is_schema_agreed
+    return ks
+
+
+def scrub(s, names):
+    for n, placeholder in names.items():
+        s = s.replace(n, placeholder)
+    return re.sub(r"\x1b\[[0-9;]*m", "", s)

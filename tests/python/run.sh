@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run the Python driver and cqlsh integration tests through autoprep against a real Cassandra.
+#
+#   tests/python/run.sh [pytest args...]      e.g. -k paging, -x, -v
+#
+# Creates/updates the venv (scripts/venv.sh), builds the proxy unless AUTOPREP_BIN names one,
+# and runs pytest; exits with pytest's status. The node is AUTOPREP_TEST_UPSTREAM (host:port)
+# or the one `scripts/cassandra.sh start` starts or reuses on 127.0.0.1:9042.
+set -euo pipefail
+
+REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO_DIR"
+
+VENV="$(scripts/venv.sh)"
+if [[ -z "${AUTOPREP_BIN:-}" ]]; then
+    cargo build -q -p autoprep
+    export AUTOPREP_BIN="$REPO_DIR/target/debug/autoprep"
+fi
+[[ -x "$AUTOPREP_BIN" ]] || { echo "run.sh: $AUTOPREP_BIN is not executable" >&2; exit 1; }
+
+exec "$VENV/bin/python" -m pytest tests/python -q "$@"
