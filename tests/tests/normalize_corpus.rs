@@ -6,14 +6,21 @@
 //! 2. It normalizes to a shape (or to the not-candidate reason the corpus lists for it).
 //! 3. The shape's text PREPAREs and the server reports exactly one bind variable per slot: the
 //!    literals bound plus the client's own markers.
+//! 4. Differential, when the shape has no client markers and the encoder (issue 4) accepts
+//!    every literal for the types PREPARE reported: the original runs as a QUERY and the shape
+//!    as an EXECUTE, back to back, and the outcomes must match (same error, or same result
+//!    kind, and the same rows for deterministic SELECTs).
 //!
 //! The schema (keyspace `autoprep_corpus`) is created here; the server is the one
 //! `autoprep_tests::upstream` names (`AUTOPREP_TEST_UPSTREAM`, or the project's script).
 
 use std::time::{Duration, Instant};
 
+use autoprep_protocol::cql::normalize::Shape;
 use autoprep_protocol::cql::normalize::{normalize, Normalized, NotCandidate, Slot};
 use autoprep_protocol::cql::Literal;
+use autoprep_protocol::types::{encode_literal, EncodeOptions};
+use autoprep_tests::client::Prepared;
 use autoprep_tests::{upstream, Client, Response};
 
 const KEYSPACE: &str = "autoprep_corpus";
@@ -52,6 +59,8 @@ enum Expect {
     Shape,
     NoLiterals,
     Unsupported,
+    /// The server rejects the statement.
+    Error,
 }
 
 struct Entry {
@@ -73,6 +82,8 @@ fn load_corpus() -> Vec<Entry> {
             (Expect::NoLiterals, s)
         } else if let Some(s) = line.strip_prefix("!unsupported ") {
             (Expect::Unsupported, s)
+        } else if let Some(s) = line.strip_prefix("!error ") {
+            (Expect::Error, s)
         } else {
             (Expect::Shape, line)
         };
@@ -120,9 +131,28 @@ fn describe(r: &Response) -> String {
     }
 }
 
-/// Checks one entry; `Ok(true)` for a shape, `Ok(false)` for an expected not-candidate.
-fn check(cl: &mut Client, e: &Entry) -> Result<bool, String> {
+/// What happened to one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// An expected not-candidate.
+    Passed,
+    /// A shape, checked by PREPARE only (client markers, or a literal the encoder refuses).
+    Prepared,
+    /// A shape also executed and compared with the original.
+    Compared,
+    /// A rejected statement that the rewrite leaves to the server (not a candidate, the shape
+    /// does not prepare, or the encoder refuses a literal).
+    ErrorPassedThrough,
+    /// A rejected statement whose rewrite fails with the very same error.
+    ErrorSame,
+}
+
+/// Checks one entry.
+fn check(cl: &mut Client, e: &Entry) -> Result<Outcome, String> {
     let normalized = normalize(e.cql.as_bytes()).map_err(|err| format!("normalize: {err}"))?;
+    if e.expect == Expect::Error {
+        return check_error(cl, e, &normalized);
+    }
 
     // The original must be valid on the server.
     let orig = cl
@@ -136,7 +166,7 @@ fn check(cl: &mut Client, e: &Entry) -> Result<bool, String> {
         (Normalized::Shape(s), Expect::Shape) => s,
         (Normalized::NotCandidate(NotCandidate::NoLiterals { .. }), Expect::NoLiterals)
         | (Normalized::NotCandidate(NotCandidate::Unsupported { .. }), Expect::Unsupported) => {
-            return Ok(false)
+            return Ok(Outcome::Passed)
         }
         (other, expect) => return Err(format!("expected {expect:?}, normalized to {other:?}")),
     };
@@ -190,7 +220,113 @@ fn check(cl: &mut Client, e: &Entry) -> Result<bool, String> {
             _ => {}
         }
     }
-    Ok(true)
+    if client_markers > 0 {
+        return Ok(Outcome::Prepared);
+    }
+    differential(cl, e, shape, &p)
+}
+
+/// A statement the server rejects: the rewrite must not change that. Either the normalizer
+/// leaves it alone, or the shape fails to PREPARE, or the encoder refuses a literal (in all
+/// three cases the proxy sends the original), or executing the shape gives the very same error.
+fn check_error(cl: &mut Client, e: &Entry, normalized: &Normalized<'_>) -> Result<Outcome, String> {
+    let orig = cl
+        .query(&e.cql)
+        .map_err(|err| format!("query original: {err}"))?;
+    let Response::Error { .. } = orig else {
+        return Err(format!("expected a server error, got {}", describe(&orig)));
+    };
+    let Normalized::Shape(shape) = normalized else {
+        return Ok(Outcome::ErrorPassedThrough);
+    };
+    let prepared = cl
+        .prepare(&shape.text)
+        .map_err(|err| format!("prepare shape: {err}"))?;
+    let Response::Prepared(p) = prepared else {
+        return Ok(Outcome::ErrorPassedThrough);
+    };
+    let mut raw = Vec::new();
+    for (slot, (_, ty)) in shape.slots.iter().zip(&p.bind) {
+        let Slot::Literal(lit) = slot else {
+            return Ok(Outcome::ErrorPassedThrough);
+        };
+        if encode_literal(lit, ty, &EncodeOptions::default(), &mut raw).is_err() {
+            return Ok(Outcome::ErrorPassedThrough);
+        }
+    }
+    let rewritten = cl
+        .execute_raw(&p, &raw, shape.slots.len())
+        .map_err(|err| format!("execute shape: {err}"))?;
+    if rewritten == orig {
+        Ok(Outcome::ErrorSame)
+    } else {
+        Err(format!(
+            "the rewrite changes the outcome of {:?}:\n      original: {}\n      rewritten: {}",
+            shape.text,
+            describe(&orig),
+            describe(&rewritten)
+        ))
+    }
+}
+
+/// Runs the original as a QUERY and the shape as an EXECUTE with the encoded literals, and
+/// compares the outcomes.
+fn differential(
+    cl: &mut Client,
+    e: &Entry,
+    shape: &Shape<'_>,
+    p: &Prepared,
+) -> Result<Outcome, String> {
+    let mut raw = Vec::new();
+    for (slot, (_, ty)) in shape.slots.iter().zip(&p.bind) {
+        let Slot::Literal(lit) = slot else {
+            return Ok(Outcome::Prepared);
+        };
+        if encode_literal(lit, ty, &EncodeOptions::default(), &mut raw).is_err() {
+            // Refused (server context such as a zone-less timestamp): the proxy would pass the
+            // QUERY through, so there is nothing to compare.
+            return Ok(Outcome::Prepared);
+        }
+    }
+    let orig = cl
+        .query(&e.cql)
+        .map_err(|err| format!("query original: {err}"))?;
+    let rewritten = cl
+        .execute_raw(p, &raw, shape.slots.len())
+        .map_err(|err| format!("execute shape: {err}"))?;
+    let lower = e.cql.to_ascii_lowercase();
+    // Values that change between two runs: clocks, TTLs, random ids, LWT outcomes (the first
+    // run changes what the second one sees).
+    let volatile = ["now()", "ttl(", "writetime(", "uuid()", " if "]
+        .iter()
+        .any(|v| lower.contains(v));
+    let same = match (&orig, &rewritten) {
+        (
+            Response::Error {
+                code: a,
+                message: m,
+            },
+            Response::Error {
+                code: b,
+                message: n,
+            },
+        ) => a == b && m == n,
+        (Response::Rows(a), Response::Rows(b)) => {
+            a.columns == b.columns && (volatile || a.rows == b.rows)
+        }
+        (Response::Void, Response::Void) => true,
+        _ => false,
+    };
+    if same {
+        Ok(Outcome::Compared)
+    } else {
+        Err(format!(
+            "outcomes differ for {:?}:\n      original: {}\n      rewritten: {}",
+            shape.text,
+            describe(&orig),
+            describe(&rewritten)
+        ))
+    }
 }
 
 #[test]
@@ -200,18 +336,29 @@ fn every_corpus_statement_normalizes_and_prepares_on_the_server() {
     setup(&mut cl);
 
     let mut shapes = 0;
+    let mut compared = 0;
     let mut not_candidates = 0;
+    let mut errors_passed = 0;
+    let mut errors_same = 0;
     let mut failures = Vec::new();
     for e in &entries {
         match check(&mut cl, e) {
-            Ok(true) => shapes += 1,
-            Ok(false) => not_candidates += 1,
+            Ok(Outcome::Prepared) => shapes += 1,
+            Ok(Outcome::Compared) => {
+                shapes += 1;
+                compared += 1;
+            }
+            Ok(Outcome::Passed) => not_candidates += 1,
+            Ok(Outcome::ErrorPassedThrough) => errors_passed += 1,
+            Ok(Outcome::ErrorSame) => errors_same += 1,
             Err(msg) => failures.push(format!("line {}: {}\n    {msg}", e.line, e.cql)),
         }
     }
     eprintln!(
-        "corpus: {} statements, {shapes} shapes prepared with matching bind counts, \
-         {not_candidates} expected not-candidates, {} failures",
+        "corpus: {} statements, {shapes} shapes prepared with matching bind counts \
+         ({compared} also executed with the encoded literals and matching the original), \
+         {not_candidates} expected not-candidates; rejected statements: {errors_passed} left \
+         to the server, {errors_same} rewritten with the same error; {} failures",
         entries.len(),
         failures.len()
     );
