@@ -252,9 +252,8 @@ static CLASS: [u8; 256] = {
     t
 };
 
-/// Tokens that are always exactly one byte, by code (0 = none): see `SINGLE_CODE`.
-const SINGLE: [TokenKind; 11] = [
-    TokenKind::Semicolon, // code 0 is never looked up for a hit: see SINGLE_CODE
+/// Tokens that are always exactly one byte, indexed by `SINGLE_CODE`.
+const SINGLE: [TokenKind; 10] = [
     TokenKind::LParen,
     TokenKind::RParen,
     TokenKind::LBracket,
@@ -267,20 +266,16 @@ const SINGLE: [TokenKind; 11] = [
     TokenKind::Semicolon,
 ];
 
-/// For each byte, its index in `SINGLE`, or an index past the end when it is not a one-byte
-/// token on its own.
+/// For each byte, its index in `SINGLE`, or `u8::MAX` (past the end) when the byte is not a
+/// one-byte token on its own.
 static SINGLE_CODE: [u8; 256] = {
     let mut t = [u8::MAX; 256];
-    t[b'(' as usize] = 1;
-    t[b')' as usize] = 2;
-    t[b'[' as usize] = 3;
-    t[b']' as usize] = 4;
-    t[b'{' as usize] = 5;
-    t[b'}' as usize] = 6;
-    t[b',' as usize] = 7;
-    t[b'?' as usize] = 8;
-    t[b'*' as usize] = 9;
-    t[b';' as usize] = 10;
+    let bytes = *b"()[]{},?*;";
+    let mut i = 0;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = i as u8;
+        i += 1;
+    }
     t
 };
 
