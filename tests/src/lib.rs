@@ -7,5 +7,5 @@ pub mod proxy;
 pub mod server;
 
 pub use client::{Client, Response};
-pub use proxy::{proxy, proxy_with};
+pub use proxy::{proxy, proxy_ctx, proxy_with};
 pub use server::{repo_root, upstream};

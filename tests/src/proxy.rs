@@ -1,7 +1,9 @@
 //! autoprep itself, run in-process on a shared runtime for the tests.
 
 use autoprep::config::Config;
+use autoprep::context::Context;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use tokio::runtime::Runtime;
 
@@ -23,6 +25,11 @@ pub fn proxy(upstream: &str) -> String {
 
 /// Starts a proxy with a given configuration.
 pub fn proxy_with(cfg: Config) -> SocketAddr {
+    proxy_ctx(cfg).0
+}
+
+/// Starts a proxy and also returns its shared state (cache, metrics) for assertions.
+pub fn proxy_ctx(cfg: Config) -> (SocketAddr, Arc<Context>) {
     runtime()
         .block_on(autoprep::server::spawn(cfg))
         .expect("start autoprep")

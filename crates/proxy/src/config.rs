@@ -26,6 +26,33 @@ pub struct Config {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `autoprep=debug`.
     #[arg(long, env = "AUTOPREP_LOG", default_value = "info")]
     pub log: String,
+
+    /// Rewrite literal-bearing QUERYs into EXECUTEs of prepared statements (`false`: pure
+    /// pass-through proxy).
+    #[arg(long, env = "AUTOPREP_REWRITE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rewrite: bool,
+
+    /// Most prepared statements kept in the proxy's cache.
+    #[arg(long, env = "AUTOPREP_CACHE_ENTRIES", default_value_t = 10_000)]
+    pub cache_entries: usize,
+
+    /// Most bytes (approximate) the proxy's prepared cache holds.
+    #[arg(long, env = "AUTOPREP_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub cache_bytes: usize,
+
+    /// A statement shape is prepared on its Nth sighting.
+    #[arg(long, env = "AUTOPREP_ADMISSION_THRESHOLD", default_value_t = 2)]
+    pub admission_threshold: u32,
+
+    /// The server's default time zone (`Z`, `UTC`, `+02:00`), so that timestamps written
+    /// without a zone can be rewritten too; unset, they pass through unchanged.
+    #[arg(long, env = "AUTOPREP_SERVER_TIME_ZONE")]
+    pub server_time_zone: Option<String>,
+
+    /// Never rewrite a statement whose normalized text contains this (repeatable;
+    /// comma-separated in the environment variable).
+    #[arg(long, env = "AUTOPREP_EXCLUDE", value_delimiter = ',')]
+    pub exclude: Vec<String>,
 }
 
 impl Config {
@@ -37,6 +64,12 @@ impl Config {
             max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
             connect_timeout_ms: 5000,
             log: "info".into(),
+            rewrite: true,
+            cache_entries: 10_000,
+            cache_bytes: 64 * 1024 * 1024,
+            admission_threshold: 2,
+            server_time_zone: None,
+            exclude: Vec::new(),
         }
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! # Layout
 //! - [`config`]: flags and `AUTOPREP_*` environment variables.
+//! - [`context`]: what all sessions share (cache, metrics, encoder options).
+//! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
 //! - [`streams`]: the upstream stream-id allocator.
@@ -11,7 +13,10 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod context;
+pub mod metrics;
 pub mod protocol_error;
+pub mod rewrite;
 pub mod server;
 pub mod session;
 pub mod streams;

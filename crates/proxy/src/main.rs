@@ -20,8 +20,9 @@ fn main() -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
             .await
             .with_context(|| format!("bind {}", cfg.listen))?;
-        tracing::info!(listen = %listener.local_addr()?, upstream = %cfg.upstream, "autoprep listening");
-        autoprep::server::run(listener, Arc::new(cfg), shutdown_signal()).await;
+        tracing::info!(listen = %listener.local_addr()?, upstream = %cfg.upstream, rewrite = cfg.rewrite, "autoprep listening");
+        let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
+        autoprep::server::run(listener, ctx, shutdown_signal()).await;
         Ok(())
     })
 }

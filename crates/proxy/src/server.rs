@@ -1,6 +1,7 @@
 //! The listener: accepts client connections and runs a session for each.
 
 use crate::config::Config;
+use crate::context::Context;
 use crate::session;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 /// Accepts connections on `listener` until `shutdown` completes.
-pub async fn run(listener: TcpListener, cfg: Arc<Config>, shutdown: impl Future<Output = ()>) {
+pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
     let mut next_id = 0u64;
     loop {
@@ -18,7 +19,7 @@ pub async fn run(listener: TcpListener, cfg: Arc<Config>, shutdown: impl Future<
             accepted = listener.accept() => match accepted {
                 Ok((sock, _)) => {
                     next_id += 1;
-                    tokio::spawn(session::run(next_id, sock, cfg.clone()));
+                    tokio::spawn(session::run(next_id, sock, ctx.clone()));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -36,9 +37,10 @@ pub async fn run(listener: TcpListener, cfg: Arc<Config>, shutdown: impl Future<
 
 /// Binds `cfg.listen` and serves in the background on the current runtime; returns the bound
 /// address. Used by tests and benchmarks.
-pub async fn spawn(cfg: Config) -> std::io::Result<SocketAddr> {
+pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(run(listener, Arc::new(cfg), std::future::pending()));
-    Ok(addr)
+    let ctx = Arc::new(Context::new(cfg)?);
+    tokio::spawn(run(listener, ctx.clone(), std::future::pending()));
+    Ok((addr, ctx))
 }

@@ -5,19 +5,29 @@
 //! client's stream id. Each socket has its own writer task (see [`crate::writer`]). v5 framing
 //! starts on both sides once the server answers STARTUP with READY or AUTHENTICATE.
 
-use crate::config::Config;
+use crate::context::Context;
+use crate::metrics::Metrics;
 use crate::protocol_error;
+use crate::rewrite::{self, Decision, PrepareRequest};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
-use autoprep_protocol::compression::Compression;
+use autoprep_cache::PreparedEntry;
+use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, EnvelopeError, Opcode, ProtocolVersion, StreamId,
 };
+use autoprep_protocol::envelope::{Flags, Header};
+use autoprep_protocol::message::error::{code, ErrorView};
+use autoprep_protocol::message::prepare::encode_prepare;
+use autoprep_protocol::message::result::{metadata_flags, ResultView};
 use autoprep_protocol::message::startup::StartupView;
+use autoprep_protocol::message::ResponseBody;
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
@@ -36,6 +46,10 @@ struct State {
     streams: StreamTable,
     /// STARTUP asked for LZ4 (used for v5 segment compression).
     lz4_requested: bool,
+    /// v3/v4 body compression negotiated by STARTUP.
+    compression: Option<Compression>,
+    /// The keyspace set by the last successful `USE` on this connection.
+    keyspace: Option<std::sync::Arc<str>>,
     /// Set once the client side is framed (v5), with whether segments are LZ4-compressed.
     client_framing: Option<bool>,
 }
@@ -72,16 +86,22 @@ enum End {
 }
 
 /// Runs one client connection to completion.
-pub async fn run(id: u64, client: TcpStream, cfg: Arc<Config>) {
+pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
     let peer = client
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let span = tracing::info_span!("conn", id, peer = %peer);
-    serve(client, cfg).instrument(span).await
+    Metrics::inc(&ctx.metrics.connections_total);
+    Metrics::inc(&ctx.metrics.client_connections);
+    serve(client, &ctx).instrument(span).await;
+    ctx.metrics
+        .client_connections
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-async fn serve(client: TcpStream, cfg: Arc<Config>) {
+async fn serve(client: TcpStream, ctx: &Context) {
+    let cfg = &ctx.cfg;
     let connect = tokio::time::timeout(
         Duration::from_millis(cfg.connect_timeout_ms),
         TcpStream::connect(&cfg.upstream),
@@ -110,8 +130,8 @@ async fn serve(client: TcpStream, cfg: Arc<Config>) {
     let shared = Arc::new(Shared::default());
 
     let end = tokio::select! {
-        end = client_to_upstream(client_rd, &shared, to_upstream.clone(), to_client.clone(), cfg.max_frame_bytes) => end,
-        end = upstream_to_client(upstream_rd, &shared, to_client, to_upstream, cfg.max_frame_bytes) => end,
+        end = client_to_upstream(client_rd, ctx, &shared, to_upstream.clone(), to_client.clone()) => end,
+        end = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream) => end,
     };
     match &end {
         End::ClientClosed => debug!("client closed the connection"),
@@ -141,12 +161,13 @@ async fn serve(client: TcpStream, cfg: Arc<Config>) {
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
 async fn client_to_upstream(
     mut rd: OwnedReadHalf,
+    ctx: &Context,
     shared: &Shared,
     to_upstream: mpsc::Sender<Out>,
     to_client: mpsc::Sender<Out>,
-    max_frame_bytes: usize,
 ) -> End {
-    let envelopes = EnvelopeDecoder::new(Direction::Request, max_frame_bytes);
+    let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
+    let mut scratch = Vec::with_capacity(1024);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
@@ -181,11 +202,18 @@ async fn client_to_upstream(
                 }
                 continue;
             }
-            if let Err(end) = forward_request(env, shared, &to_upstream).await {
+            ctx.metrics.request(env.header().opcode.0);
+            if let Err(end) = forward_request(env, ctx, shared, &to_upstream, &mut scratch).await {
                 return end;
             }
         }
-        match rd.read_buf(&mut buf).await {
+        let read = rd.read_buf(&mut buf).await;
+        if let Ok(n) = read {
+            ctx.metrics
+                .bytes_from_clients
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        match read {
             Ok(0) if buf.is_empty() => return End::ClientClosed,
             Ok(0) => return refuse_truncated(&buf, &envelopes, &to_client).await,
             Ok(_) => {}
@@ -229,44 +257,174 @@ async fn refuse(err: SegmentError, to_client: &mpsc::Sender<Out>) -> End {
     }
 }
 
-async fn forward_request(
-    mut env: Envelope,
-    shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
-) -> Result<(), End> {
-    let header = *env.header();
-    if header.opcode == Opcode::STARTUP {
-        // STARTUP is never compressed; a body the proxy cannot read goes to the server as is.
-        if let Ok(s) = StartupView::parse(env.body()) {
-            shared.lock().lz4_requested = s.compression() == Some(Compression::Lz4);
-        }
+/// The body of an envelope as plain bytes: decompressed when the v3/v4 compression flag is set.
+fn plain_body<'e>(
+    env: &'e Envelope,
+    compression: Option<Compression>,
+    max: usize,
+) -> Option<Cow<'e, [u8]>> {
+    let h = env.header();
+    if h.flags.has(Flags::COMPRESSION) && h.version < ProtocolVersion::V5 {
+        let alg = compression?;
+        compression::decompress(alg, env.body(), max)
+            .ok()
+            .map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(env.body()))
     }
-    let pending = Pending::Client {
-        stream: header.stream.0,
-    };
-    let id = loop {
+}
+
+/// Takes an upstream stream id for `pending`, waiting while every id is in flight.
+async fn allocate(shared: &Shared, pending: Pending) -> i16 {
+    loop {
         if let Some(id) = shared.lock().streams.allocate(pending.clone()) {
-            break id;
+            return id;
         }
         // All ids are in flight: wait for a response to free one (backpressure).
         shared.freed.notified().await;
-    };
-    env.set_stream(StreamId(id));
+    }
+}
+
+async fn send_upstream(
+    to_upstream: &mpsc::Sender<Out>,
+    mut frame: BytesMut,
+    id: i16,
+) -> Result<(), End> {
+    frame[2..4].copy_from_slice(&id.to_be_bytes());
     to_upstream
-        .send(Out::Envelope(env.into_frame()))
+        .send(Out::Envelope(frame))
         .await
         .map_err(|_| End::WriterGone)
+}
+
+async fn forward_request(
+    env: Envelope,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &mpsc::Sender<Out>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), End> {
+    let header = *env.header();
+    let stream = header.stream.0;
+    if header.opcode == Opcode::STARTUP {
+        // STARTUP is never compressed; a body the proxy cannot read goes to the server as is.
+        if let Ok(s) = StartupView::parse(env.body()) {
+            let mut st = shared.lock();
+            st.lz4_requested = s.compression() == Some(Compression::Lz4);
+            st.compression = s.compression();
+        }
+    }
+    if header.opcode == Opcode::QUERY && ctx.cfg.rewrite {
+        let (compression, keyspace) = {
+            let st = shared.lock();
+            (st.compression, st.keyspace.clone())
+        };
+        let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
+            Some(body) => rewrite::decide(
+                ctx,
+                &header,
+                &body,
+                keyspace.as_deref(),
+                Instant::now(),
+                scratch,
+            ),
+            None => Decision::PassThrough {
+                reason: "undecodable body",
+                prepare: None,
+                use_keyspace: false,
+            },
+        };
+        match decision {
+            Decision::Execute {
+                frame,
+                fingerprint,
+                id,
+            } => {
+                Metrics::inc(&ctx.metrics.queries_rewritten);
+                let pending = Pending::Rewritten {
+                    stream,
+                    original: env.into_frame().freeze(),
+                    fingerprint,
+                    id,
+                };
+                let up = allocate(shared, pending).await;
+                return send_upstream(to_upstream, frame, up).await;
+            }
+            Decision::PassThrough {
+                reason,
+                prepare,
+                use_keyspace,
+            } => {
+                ctx.metrics.passthrough(reason);
+                let pending = Pending::Client {
+                    stream,
+                    use_keyspace,
+                };
+                let up = allocate(shared, pending).await;
+                send_upstream(to_upstream, env.into_frame(), up).await?;
+                if let Some(p) = prepare {
+                    send_prepare(p, header.version, shared, to_upstream).await?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    let up = allocate(shared, Pending::client(stream)).await;
+    send_upstream(to_upstream, env.into_frame(), up).await
+}
+
+/// Sends the proxy's own PREPARE of a shape on this connection (so it inherits the keyspace,
+/// authentication and protocol version); its answer fills the cache and stops there.
+async fn send_prepare(
+    p: PrepareRequest,
+    version: ProtocolVersion,
+    shared: &Shared,
+    to_upstream: &mpsc::Sender<Out>,
+) -> Result<(), End> {
+    let mut body = Vec::with_capacity(p.text.len() + 16);
+    if encode_prepare(
+        version,
+        p.text.as_bytes(),
+        p.request_keyspace.as_deref(),
+        &mut body,
+    )
+    .is_err()
+    {
+        return Ok(());
+    }
+    let frame = Envelope::new(
+        Header {
+            version,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(0),
+            opcode: Opcode::PREPARE,
+            length: 0,
+        },
+        &body,
+    )
+    .into_frame();
+    let up = allocate(
+        shared,
+        Pending::Prepare {
+            fingerprint: p.fingerprint,
+            text: p.text,
+            keyspace: p.keyspace,
+        },
+    )
+    .await;
+    send_upstream(to_upstream, frame, up).await
 }
 
 /// Reads server envelopes and returns each to the client under its own stream id.
 async fn upstream_to_client(
     mut rd: OwnedReadHalf,
+    ctx: &Context,
     shared: &Shared,
     to_client: mpsc::Sender<Out>,
     to_upstream: mpsc::Sender<Out>,
-    max_frame_bytes: usize,
 ) -> End {
-    let envelopes = EnvelopeDecoder::new(Direction::Response, max_frame_bytes);
+    let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -284,15 +442,17 @@ async fn upstream_to_client(
             if header.stream.0 >= 0 {
                 let pending = shared.lock().streams.release(header.stream.0);
                 shared.freed.notify_one();
-                match pending {
-                    Some(Pending::Client { stream }) => env.set_stream(StreamId(stream)),
-                    None => {
-                        warn!(
-                            stream = header.stream.0,
-                            "response on a stream with no request; dropped"
-                        );
-                        continue;
-                    }
+                let Some(pending) = pending else {
+                    warn!(
+                        stream = header.stream.0,
+                        "response on a stream with no request; dropped"
+                    );
+                    continue;
+                };
+                match on_response(env, pending, ctx, shared, &to_upstream).await {
+                    Ok(Some(e)) => env = e,
+                    Ok(None) => continue,
+                    Err(end) => return end,
                 }
             }
             let starts_framing = framed.is_none()
@@ -335,4 +495,192 @@ async fn upstream_to_client(
             Err(e) => return End::UpstreamIo(e),
         }
     }
+}
+
+/// Handles a response to a request in flight. Returns the envelope to give the client (under
+/// the client's stream id), or `None` when the response stops at the proxy.
+async fn on_response(
+    mut env: Envelope,
+    pending: Pending,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &mpsc::Sender<Out>,
+) -> Result<Option<Envelope>, End> {
+    let compression = shared.lock().compression;
+    let max = ctx.cfg.max_frame_bytes;
+    match pending {
+        Pending::Client {
+            stream,
+            use_keyspace,
+        } => {
+            if use_keyspace && env.header().opcode == Opcode::RESULT {
+                if let Some(ks) = set_keyspace(&env, compression, max) {
+                    shared.lock().keyspace = Some(ks.into());
+                }
+            }
+            env.set_stream(StreamId(stream));
+            Ok(Some(env))
+        }
+        Pending::Prepare {
+            fingerprint,
+            text,
+            keyspace,
+        } => {
+            prepared(&env, fingerprint, text, keyspace, ctx, compression);
+            Ok(None)
+        }
+        Pending::Rewritten {
+            stream,
+            original,
+            fingerprint,
+            id,
+        } => {
+            if env.header().opcode == Opcode::ERROR && is_unprepared(&env, compression, max) {
+                // The statement did not run: replay the original QUERY under the same upstream
+                // id, and let the shape be prepared again on this node.
+                ctx.cache.invalidate(rewrite::NODE, fingerprint, &id);
+                Metrics::inc(&ctx.metrics.unprepared_recoveries);
+                let up = env.header().stream.0;
+                shared
+                    .lock()
+                    .streams
+                    .allocate_exact(up, Pending::client(stream));
+                send_upstream(to_upstream, BytesMut::from(&original[..]), up).await?;
+                return Ok(None);
+            }
+            let mut env = if env.header().version >= ProtocolVersion::V5 {
+                without_metadata_change(env, fingerprint, &id, ctx)
+            } else {
+                env
+            };
+            env.set_stream(StreamId(stream));
+            Ok(Some(env))
+        }
+    }
+}
+
+fn set_keyspace(env: &Envelope, compression: Option<Compression>, max: usize) -> Option<String> {
+    let body = plain_body(env, compression, max)?;
+    let rb = ResponseBody::parse(env.header(), &body).ok()?;
+    match ResultView::parse(rb.message, env.header().version).ok()? {
+        ResultView::SetKeyspace(k) => Some(k.to_owned()),
+        _ => None,
+    }
+}
+
+fn is_unprepared(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
+    let Some(body) = plain_body(env, compression, max) else {
+        return false;
+    };
+    ResponseBody::parse(env.header(), &body)
+        .ok()
+        .and_then(|rb| ErrorView::parse(rb.message, env.header().version).ok())
+        .is_some_and(|e| e.code == code::UNPREPARED)
+}
+
+/// Records the answer to the proxy's own PREPARE in the cache.
+fn prepared(
+    env: &Envelope,
+    fingerprint: [u8; 16],
+    text: String,
+    keyspace: Option<String>,
+    ctx: &Context,
+    compression: Option<Compression>,
+) {
+    let now = Instant::now();
+    let entry = (|| {
+        if env.header().opcode != Opcode::RESULT {
+            return None;
+        }
+        let body = plain_body(env, compression, ctx.cfg.max_frame_bytes)?;
+        let rb = ResponseBody::parse(env.header(), &body).ok()?;
+        let ResultView::Prepared(p) = ResultView::parse(rb.message, env.header().version).ok()?
+        else {
+            return None;
+        };
+        let mut bind_types = Vec::with_capacity(p.bind.columns.len());
+        for c in p.bind.columns.iter() {
+            bind_types.push(c.column_type().ok()?);
+        }
+        Some(PreparedEntry {
+            text,
+            keyspace,
+            id: Bytes::copy_from_slice(p.id),
+            result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
+            bind_types,
+            pk_indexes: p.bind.pk_indexes().collect(),
+            result_metadata: Bytes::copy_from_slice(p.result.columns.map_or(&[][..], |c| c.raw())),
+        })
+    })();
+    match entry {
+        Some(e) => {
+            Metrics::inc(&ctx.metrics.prepares_ok);
+            ctx.cache.prepared(rewrite::NODE, fingerprint, e);
+        }
+        None => {
+            Metrics::inc(&ctx.metrics.prepares_failed);
+            debug!("PREPARE of a shape failed; it passes through for a while");
+            ctx.cache
+                .failed(rewrite::NODE, fingerprint, "prepare failed", now);
+        }
+    }
+}
+
+/// v5: a Rows answer to EXECUTE says when the result metadata changed since PREPARE (and
+/// carries the new metadata id). The cache takes the new id; the client, which sent a QUERY,
+/// gets the Rows a QUERY would have got: without that flag and id.
+fn without_metadata_change(
+    env: Envelope,
+    fingerprint: [u8; 16],
+    id: &[u8],
+    ctx: &Context,
+) -> Envelope {
+    let header = *env.header();
+    if header.opcode != Opcode::RESULT {
+        return env;
+    }
+    let body = env.body();
+    let Ok(rb) = ResponseBody::parse(&header, body) else {
+        return env;
+    };
+    let prefix = body.len() - rb.message.len();
+    let m = rb.message;
+    // kind, flags, column count
+    let Some(head) = m.get(..12) else { return env };
+    let kind = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let flags = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    if kind != 2 || flags & metadata_flags::METADATA_CHANGED == 0 {
+        return env;
+    }
+    let Ok(ResultView::Rows(rows)) = ResultView::parse(m, header.version) else {
+        return env;
+    };
+    let Some(new_id) = rows.metadata.new_metadata_id else {
+        return env;
+    };
+    // The new id sits right after the optional paging state.
+    let mut pos = 12;
+    if flags & metadata_flags::HAS_MORE_PAGES != 0 {
+        let Some(l) = m.get(pos..pos + 4) else {
+            return env;
+        };
+        pos += 4 + usize::try_from(i32::from_be_bytes([l[0], l[1], l[2], l[3]])).unwrap_or(0);
+    }
+    let id_end = pos + 2 + new_id.len();
+    if m.get(pos..id_end).is_none() {
+        return env;
+    }
+    ctx.cache.update_result_metadata(
+        rewrite::NODE,
+        fingerprint,
+        id,
+        Bytes::copy_from_slice(new_id),
+        Bytes::copy_from_slice(rows.metadata.columns.map_or(&[][..], |c| c.raw())),
+    );
+    let mut out = Vec::with_capacity(body.len());
+    out.extend_from_slice(&body[..prefix + 4]);
+    out.extend_from_slice(&(flags & !metadata_flags::METADATA_CHANGED).to_be_bytes());
+    out.extend_from_slice(&m[8..pos]);
+    out.extend_from_slice(&m[id_end..]);
+    Envelope::new(header, &out)
 }

@@ -8,8 +8,33 @@ pub const STREAM_COUNT: usize = 32768;
 /// What an upstream stream id is in use for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pending {
-    /// A client request, sent under the client's own stream id.
-    Client { stream: i16 },
+    /// A client request forwarded as it was; `stream` is the client's own stream id.
+    /// `use_keyspace` marks a `USE` whose Set_keyspace result the session tracks.
+    Client { stream: i16, use_keyspace: bool },
+    /// A client QUERY the proxy sent as EXECUTE. The original envelope is kept so that an
+    /// UNPREPARED answer (the statement did not run) can be replayed as the QUERY it was.
+    Rewritten {
+        stream: i16,
+        original: bytes::Bytes,
+        fingerprint: [u8; 16],
+        id: bytes::Bytes,
+    },
+    /// The proxy's own PREPARE of a shape; its answer never reaches the client.
+    Prepare {
+        fingerprint: [u8; 16],
+        text: String,
+        keyspace: Option<String>,
+    },
+}
+
+impl Pending {
+    /// A plain forwarded client request.
+    pub fn client(stream: i16) -> Pending {
+        Pending::Client {
+            stream,
+            use_keyspace: false,
+        }
+    }
 }
 
 /// A bitmap allocator with the pending request of every id in use.
@@ -71,6 +96,30 @@ impl StreamTable {
         Some(pending)
     }
 
+    /// Replaces what an id in use is pending for, keeping the id (a replay under the same id).
+    pub fn replace(&mut self, id: i16, pending: Pending) -> bool {
+        match usize::try_from(id).ok().and_then(|i| self.slots.get_mut(i)) {
+            Some(slot @ Some(_)) => {
+                *slot = Some(pending);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Puts `pending` on `id` whether or not it is in use (a replay under the id whose
+    /// response just arrived and was released).
+    pub fn allocate_exact(&mut self, id: i16, pending: Pending) {
+        let Some(idx) = usize::try_from(id).ok().filter(|i| *i < STREAM_COUNT) else {
+            return;
+        };
+        if self.slots[idx].is_none() {
+            self.free_bits[idx / 64] &= !(1u64 << (idx % 64));
+            self.in_use += 1;
+        }
+        self.slots[idx] = Some(pending);
+    }
+
     /// How many ids are in use.
     pub fn in_use(&self) -> usize {
         self.in_use
@@ -87,14 +136,14 @@ mod tests {
         let mut t = StreamTable::new();
         let mut ids = std::collections::HashSet::new();
         for i in 0..STREAM_COUNT {
-            let id = t.allocate(Pending::Client { stream: i as i16 }).unwrap();
+            let id = t.allocate(Pending::client(i as i16)).unwrap();
             assert!(id >= 0);
             assert!(ids.insert(id));
         }
-        assert_eq!(t.allocate(Pending::Client { stream: 0 }), None);
-        assert_eq!(t.release(77), Some(Pending::Client { stream: 77 }));
+        assert_eq!(t.allocate(Pending::client(0)), None);
+        assert_eq!(t.release(77), Some(Pending::client(77)));
         assert_eq!(t.release(77), None);
-        assert_eq!(t.allocate(Pending::Client { stream: 5 }), Some(77));
+        assert_eq!(t.allocate(Pending::client(5)), Some(77));
         assert_eq!(t.release(-1), None);
     }
 
@@ -107,11 +156,11 @@ mod tests {
             let mut model = std::collections::HashMap::new();
             for (alloc, x) in ops {
                 if alloc {
-                    let id = t.allocate(Pending::Client { stream: x as i16 }).unwrap();
+                    let id = t.allocate(Pending::client(x as i16)).unwrap();
                     prop_assert!(model.insert(id, x as i16).is_none());
                 } else {
                     let id = (x % 64) as i16;
-                    let expect = model.remove(&id).map(|s| Pending::Client { stream: s });
+                    let expect = model.remove(&id).map(Pending::client);
                     prop_assert_eq!(t.release(id), expect);
                 }
                 prop_assert_eq!(t.in_use(), model.len());
