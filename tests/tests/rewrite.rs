@@ -93,3 +93,84 @@ fn literal_statements_run_as_prepared_and_answer_as_directly() {
     assert!(ctx.metrics.prepares_ok.load(Ordering::Relaxed) >= 3);
     assert_eq!(ctx.metrics.unprepared_recoveries.load(Ordering::Relaxed), 0);
 }
+
+#[test]
+fn batches_of_text_children_become_batches_of_prepared_children() {
+    use autoprep_protocol::envelope::Opcode;
+    use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchParams, BatchQuery};
+    use autoprep_protocol::message::query::Values;
+    let direct_addr = upstream();
+    let mut direct = Client::connect(&direct_addr).unwrap();
+    setup(&mut direct);
+    let mut cfg = Config::for_upstream(&direct_addr);
+    cfg.admission_threshold = 1;
+    let (addr, ctx) = proxy_ctx(cfg);
+    for v in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        let mut through = Client::connect_with(&addr.to_string(), v, None).unwrap();
+        let before = ctx.metrics.queries_rewritten.load(Ordering::Relaxed);
+        for round in 0..4 {
+            let texts: Vec<String> = (0..3)
+                .map(|i| {
+                    format!(
+                        "INSERT INTO autoprep_rw.kv (k, v) VALUES ({}, 'batch {round}')",
+                        1000 + i
+                    )
+                })
+                .collect();
+            let raw = autoprep_tests::client::encode_values(&[Some(&7i32.to_be_bytes())]).unwrap();
+            let mut children: Vec<BatchChild<'_>> = texts
+                .iter()
+                .map(|t| BatchChild {
+                    query: BatchQuery::Text(t.as_bytes()),
+                    values: Values {
+                        count: 0,
+                        named: false,
+                        raw: &[],
+                    },
+                })
+                .collect();
+            // One child with a client marker mixed with a literal.
+            children.push(BatchChild {
+                query: BatchQuery::Text(b"UPDATE autoprep_rw.kv SET v = 'marker' WHERE k = ?"),
+                values: Values {
+                    count: 1,
+                    named: false,
+                    raw: &raw,
+                },
+            });
+            let mut body = Vec::new();
+            let params = BatchParams {
+                consistency: 1,
+                ..Default::default()
+            };
+            encode_batch(v, 0, &children, &params, &mut body).unwrap();
+            let e = through.request(Opcode::BATCH, &body).unwrap();
+            assert_eq!(through.decode(&e).unwrap(), Response::Void);
+            // The text form goes through the QUERY path.
+            let q = format!("BEGIN BATCH INSERT INTO autoprep_rw.kv (k, v) VALUES (2000, 'text {round}'); UPDATE autoprep_rw.kv SET v = 'u{round}' WHERE k = 2001; APPLY BATCH");
+            assert_eq!(through.query(&q).unwrap(), Response::Void);
+            let rows = direct
+                .query(
+                    "SELECT k, v FROM autoprep_rw.kv WHERE k IN (1000, 1001, 1002, 7, 2000, 2001)",
+                )
+                .unwrap()
+                .rows()
+                .unwrap();
+            let vals: Vec<String> = rows
+                .rows
+                .iter()
+                .map(|r| String::from_utf8(r[1].clone().unwrap()).unwrap())
+                .collect();
+            assert!(vals.contains(&format!("batch {round}")), "{vals:?}");
+            assert!(vals.contains(&format!("text {round}")), "{vals:?}");
+            assert!(vals.contains(&format!("u{round}")), "{vals:?}");
+            assert!(vals.contains(&"marker".to_string()), "{vals:?}");
+        }
+        let rewritten = ctx.metrics.queries_rewritten.load(Ordering::Relaxed) - before;
+        assert!(
+            rewritten >= 4,
+            "only {rewritten} batches rewritten on {v:?}: {:?}",
+            ctx.metrics.passthrough_reasons()
+        );
+    }
+}

@@ -9,14 +9,15 @@
 
 use crate::context::Context;
 use autoprep_cache::{Lookup, ShapeKey};
-use autoprep_protocol::cql::normalize::{normalize, Normalized, NotCandidate, Slot};
+use autoprep_protocol::cql::normalize::{normalize, Normalized, NotCandidate, Shape, Slot};
 use autoprep_protocol::envelope::{
     Direction, Flags, Header, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
 };
+use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchQuery, BatchView};
 use autoprep_protocol::message::query::{QueryParams, QueryView, Values};
 use autoprep_protocol::message::RequestBody;
 use autoprep_protocol::primitives::{write_short_bytes, write_value};
-use autoprep_protocol::types::encode_literal;
+use autoprep_protocol::types::{encode_literal, ColumnType};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::time::Instant;
 
@@ -60,6 +61,50 @@ fn pass(reason: &'static str) -> Decision {
     }
 }
 
+/// Appends the values of one statement to `out`: literals encoded for the server-reported
+/// types, the client's own values copied in order. On error `out` may hold a partial write.
+fn bind_values(
+    ctx: &Context,
+    slots: &[Slot<'_>],
+    types: &[ColumnType],
+    client: Option<Values<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<(), &'static str> {
+    let mut client_values = client.map(|v| v.iter());
+    for (slot, ty) in slots.iter().zip(types) {
+        match slot {
+            Slot::Literal(lit) => {
+                encode_literal(lit, ty, &ctx.encode, out).map_err(|e| e.label())?
+            }
+            Slot::ClientMarker { .. } => {
+                let Some(Ok((_, v))) = client_values.as_mut().and_then(Iterator::next) else {
+                    return Err("client value count");
+                };
+                write_value(out, v).map_err(|_| "value too large")?;
+            }
+            Slot::ClientNamed { .. } => return Err("named values"),
+        }
+    }
+    Ok(())
+}
+
+/// Why a shape cannot use its client's values as they are, if it cannot.
+fn client_values_fit(shape: &Shape<'_>, values: Option<Values<'_>>) -> Result<(), &'static str> {
+    if values.is_some_and(|v| v.named)
+        || shape
+            .slots
+            .iter()
+            .any(|s| matches!(s, Slot::ClientNamed { .. }))
+    {
+        return Err("named values");
+    }
+    if shape.client_marker_count() != values.map_or(0, |v| usize::from(v.count)) {
+        // The server will answer this with its own error; let it.
+        return Err("client value count");
+    }
+    Ok(())
+}
+
 /// Decides the fate of a QUERY whose (decompressed) body is `body`.
 /// `scratch` is a buffer the caller reuses between calls.
 pub fn decide(
@@ -90,18 +135,8 @@ pub fn decide(
         Err(_) => return pass("lex error"),
     };
     let params = query.params;
-    if params.values.is_some_and(|v| v.named)
-        || shape
-            .slots
-            .iter()
-            .any(|s| matches!(s, Slot::ClientNamed { .. }))
-    {
-        return pass("named values");
-    }
-    let client_markers = shape.client_marker_count();
-    if client_markers != params.values.map_or(0, |v| usize::from(v.count)) {
-        // The server will answer this with its own error; let it.
-        return pass("client value count");
+    if let Err(reason) = client_values_fit(&shape, params.values) {
+        return pass(reason);
     }
     if ctx
         .cfg
@@ -142,26 +177,9 @@ pub fn decide(
         return pass("bind variable count differs");
     }
 
-    // Values: literals encoded for the server-reported types, client values copied in order.
     scratch.clear();
-    let mut client_values = params.values.map(|v| v.iter());
-    for (slot, ty) in shape.slots.iter().zip(&entry.bind_types) {
-        match slot {
-            Slot::Literal(lit) => {
-                if let Err(e) = encode_literal(lit, ty, &ctx.encode, scratch) {
-                    return pass(e.label());
-                }
-            }
-            Slot::ClientMarker { .. } => {
-                let Some(Ok((_, v))) = client_values.as_mut().and_then(Iterator::next) else {
-                    return pass("client value count");
-                };
-                if write_value(scratch, v).is_err() {
-                    return pass("value too large");
-                }
-            }
-            Slot::ClientNamed { .. } => return pass("named values"),
-        }
+    if let Err(reason) = bind_values(ctx, &shape.slots, &entry.bind_types, params.values, scratch) {
+        return pass(reason);
     }
     let Ok(count) = u16::try_from(shape.slots.len()) else {
         return pass("too many values");
@@ -208,4 +226,164 @@ pub fn decide(
         fingerprint,
         id: entry.id.clone(),
     }
+}
+
+/// What to do with one BATCH message.
+#[derive(Debug)]
+pub enum BatchDecision {
+    /// Send this BATCH of prepared children (stream id still to be set) instead.
+    Execute {
+        frame: BytesMut,
+        /// Every shape the rewritten batch uses, to forget on UNPREPARED.
+        prepared: Vec<([u8; 16], Bytes)>,
+    },
+    /// Forward the BATCH unchanged, counting `reason`, and prepare these shapes meanwhile.
+    PassThrough {
+        reason: &'static str,
+        prepare: Vec<PrepareRequest>,
+    },
+}
+
+/// Decides the fate of a BATCH message: it becomes a BATCH of prepared children only when
+/// every text child normalizes to a shape that is prepared on this node.
+pub fn decide_batch(
+    ctx: &Context,
+    header: &Header,
+    body: &[u8],
+    conn_keyspace: Option<&str>,
+    now: Instant,
+    scratch: &mut Vec<u8>,
+) -> BatchDecision {
+    let pass = |reason| BatchDecision::PassThrough {
+        reason,
+        prepare: Vec::new(),
+    };
+    let version = header.version;
+    let Ok(req) = RequestBody::parse(header, body) else {
+        return pass("malformed batch");
+    };
+    let Ok(batch) = BatchView::parse(req.message, version) else {
+        return pass("malformed batch");
+    };
+    let keyspace = batch.params.keyspace.or(conn_keyspace);
+    // Per child: the prepared id and where its values sit in `scratch`.
+    let mut children: Vec<(Bytes, u16, std::ops::Range<usize>)> =
+        Vec::with_capacity(usize::from(batch.count));
+    let mut prepared = Vec::new();
+    let mut prepare = Vec::new();
+    let mut missing: Option<&'static str> = None;
+    scratch.clear();
+    for child in batch.children() {
+        let Ok(child) = child else {
+            return pass("malformed batch");
+        };
+        let text = match child.query {
+            BatchQuery::Prepared(id) => {
+                let start = scratch.len();
+                scratch.extend_from_slice(child.values.raw);
+                children.push((
+                    Bytes::copy_from_slice(id),
+                    child.values.count,
+                    start..scratch.len(),
+                ));
+                continue;
+            }
+            BatchQuery::Text(t) => t,
+        };
+        let shape = match normalize(text) {
+            Ok(Normalized::Shape(s)) => s,
+            Ok(Normalized::NotCandidate(nc)) => return pass(nc.reason()),
+            Err(_) => return pass("lex error"),
+        };
+        if let Err(r) = client_values_fit(&shape, Some(child.values)) {
+            return pass(r);
+        }
+        if ctx
+            .cfg
+            .exclude
+            .iter()
+            .any(|e| shape.text.contains(e.as_str()))
+        {
+            return pass("excluded");
+        }
+        let fingerprint = shape.fingerprint(keyspace);
+        let key = ShapeKey {
+            node: NODE,
+            fingerprint,
+            keyspace,
+            text: &shape.text,
+        };
+        match ctx.cache.lookup(&key, now) {
+            Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
+                let start = scratch.len();
+                if let Err(r) = bind_values(
+                    ctx,
+                    &shape.slots,
+                    &entry.bind_types,
+                    Some(child.values),
+                    scratch,
+                ) {
+                    return pass(r);
+                }
+                let Ok(n) = u16::try_from(shape.slots.len()) else {
+                    return pass("too many values");
+                };
+                children.push((entry.id.clone(), n, start..scratch.len()));
+                prepared.push((fingerprint, entry.id.clone()));
+            }
+            Lookup::Ready(_) => {
+                ctx.cache
+                    .failed(NODE, fingerprint, "bind variable count differs", now);
+                return pass("bind variable count differs");
+            }
+            Lookup::PrepareNow => {
+                missing = Some("preparing");
+                prepare.push(PrepareRequest {
+                    fingerprint,
+                    text: shape.text.clone(),
+                    keyspace: keyspace.map(str::to_owned),
+                    request_keyspace: batch.params.keyspace.map(str::to_owned),
+                });
+            }
+            Lookup::Wait => missing = missing.or(Some("not prepared yet")),
+            Lookup::Negative(r) => return pass(r),
+        }
+    }
+    if let Some(reason) = missing {
+        return BatchDecision::PassThrough { reason, prepare };
+    }
+    let built: Vec<BatchChild<'_>> = children
+        .iter()
+        .map(|(id, count, range)| BatchChild {
+            query: BatchQuery::Prepared(id),
+            values: Values {
+                count: *count,
+                named: false,
+                raw: &scratch[range.clone()],
+            },
+        })
+        .collect();
+    let mut frame = BytesMut::with_capacity(HEADER_LEN + 32 + scratch.len() + 20 * built.len());
+    frame.put_bytes(0, HEADER_LEN);
+    if let Some(cp) = req.custom_payload {
+        frame.put_slice(cp);
+    }
+    let params = autoprep_protocol::message::batch::BatchParams {
+        // The keyspace is part of each prepared statement.
+        keyspace: None,
+        ..batch.params
+    };
+    if encode_batch(version, batch.batch_type, &built, &params, &mut frame).is_err() {
+        return pass("value too large");
+    }
+    let h = Header {
+        version,
+        direction: Direction::Request,
+        flags: Flags(header.flags.0 & !Flags::COMPRESSION),
+        stream: StreamId(0),
+        opcode: Opcode::BATCH,
+        length: frame.len() - HEADER_LEN,
+    };
+    h.write(&mut &mut frame[..HEADER_LEN]);
+    BatchDecision::Execute { frame, prepared }
 }

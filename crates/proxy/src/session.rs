@@ -8,7 +8,7 @@
 use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
-use crate::rewrite::{self, Decision, PrepareRequest};
+use crate::rewrite::{self, BatchDecision, Decision, PrepareRequest};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
 use autoprep_cache::PreparedEntry;
@@ -17,7 +17,7 @@ use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, EnvelopeError, Opcode, ProtocolVersion, StreamId,
 };
 use autoprep_protocol::envelope::{Flags, Header};
-use autoprep_protocol::message::error::{code, ErrorView};
+use autoprep_protocol::message::error::{ErrorDetail, ErrorView};
 use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
 use autoprep_protocol::message::startup::StartupView;
@@ -369,6 +369,47 @@ async fn forward_request(
             }
         }
     }
+    if header.opcode == Opcode::BATCH && ctx.cfg.rewrite {
+        let (compression, keyspace) = {
+            let st = shared.lock();
+            (st.compression, st.keyspace.clone())
+        };
+        let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
+            Some(body) => rewrite::decide_batch(
+                ctx,
+                &header,
+                &body,
+                keyspace.as_deref(),
+                Instant::now(),
+                scratch,
+            ),
+            None => BatchDecision::PassThrough {
+                reason: "undecodable body",
+                prepare: Vec::new(),
+            },
+        };
+        match decision {
+            BatchDecision::Execute { frame, prepared } => {
+                Metrics::inc(&ctx.metrics.queries_rewritten);
+                let pending = Pending::RewrittenBatch {
+                    stream,
+                    original: env.into_frame().freeze(),
+                    prepared,
+                };
+                let up = allocate(shared, pending).await;
+                return send_upstream(to_upstream, frame, up).await;
+            }
+            BatchDecision::PassThrough { reason, prepare } => {
+                ctx.metrics.passthrough(reason);
+                let up = allocate(shared, Pending::client(stream)).await;
+                send_upstream(to_upstream, env.into_frame(), up).await?;
+                for p in prepare {
+                    send_prepare(p, header.version, shared, to_upstream).await?;
+                }
+                return Ok(());
+            }
+        }
+    }
     let up = allocate(shared, Pending::client(stream)).await;
     send_upstream(to_upstream, env.into_frame(), up).await
 }
@@ -535,18 +576,13 @@ async fn on_response(
             fingerprint,
             id,
         } => {
-            if env.header().opcode == Opcode::ERROR && is_unprepared(&env, compression, max) {
-                // The statement did not run: replay the original QUERY under the same upstream
-                // id, and let the shape be prepared again on this node.
-                ctx.cache.invalidate(rewrite::NODE, fingerprint, &id);
-                Metrics::inc(&ctx.metrics.unprepared_recoveries);
-                let up = env.header().stream.0;
-                shared
-                    .lock()
-                    .streams
-                    .allocate_exact(up, Pending::client(stream));
-                send_upstream(to_upstream, BytesMut::from(&original[..]), up).await?;
-                return Ok(None);
+            if env.header().opcode == Opcode::ERROR {
+                if let Some(unknown) = unprepared_id(&env, compression, max) {
+                    if unknown == id {
+                        ctx.cache.invalidate(rewrite::NODE, fingerprint, &id);
+                    }
+                    return replay(&env, stream, original, ctx, shared, to_upstream).await;
+                }
             }
             let mut env = if env.header().version >= ProtocolVersion::V5 {
                 without_metadata_change(env, fingerprint, &id, ctx)
@@ -556,7 +592,43 @@ async fn on_response(
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }
+        Pending::RewrittenBatch {
+            stream,
+            original,
+            prepared,
+        } => {
+            if env.header().opcode == Opcode::ERROR {
+                if let Some(unknown) = unprepared_id(&env, compression, max) {
+                    for (fp, id) in prepared.iter().filter(|(_, id)| *id == unknown) {
+                        ctx.cache.invalidate(rewrite::NODE, *fp, id);
+                    }
+                    return replay(&env, stream, original, ctx, shared, to_upstream).await;
+                }
+            }
+            env.set_stream(StreamId(stream));
+            Ok(Some(env))
+        }
     }
+}
+
+/// The statement did not run (UNPREPARED): replay the client's original request under the
+/// same upstream id; the shape will be prepared again on this node.
+async fn replay(
+    env: &Envelope,
+    stream: i16,
+    original: Bytes,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &mpsc::Sender<Out>,
+) -> Result<Option<Envelope>, End> {
+    Metrics::inc(&ctx.metrics.unprepared_recoveries);
+    let up = env.header().stream.0;
+    shared
+        .lock()
+        .streams
+        .allocate_exact(up, Pending::client(stream));
+    send_upstream(to_upstream, BytesMut::from(&original[..]), up).await?;
+    Ok(None)
 }
 
 fn set_keyspace(env: &Envelope, compression: Option<Compression>, max: usize) -> Option<String> {
@@ -568,14 +640,17 @@ fn set_keyspace(env: &Envelope, compression: Option<Compression>, max: usize) ->
     }
 }
 
-fn is_unprepared(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
-    let Some(body) = plain_body(env, compression, max) else {
-        return false;
-    };
-    ResponseBody::parse(env.header(), &body)
-        .ok()
-        .and_then(|rb| ErrorView::parse(rb.message, env.header().version).ok())
-        .is_some_and(|e| e.code == code::UNPREPARED)
+/// The id of an UNPREPARED error, if `env` is one.
+fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -> Option<Bytes> {
+    let body = plain_body(env, compression, max)?;
+    let rb = ResponseBody::parse(env.header(), &body).ok()?;
+    match ErrorView::parse(rb.message, env.header().version)
+        .ok()?
+        .detail
+    {
+        ErrorDetail::Unprepared { id } => Some(Bytes::copy_from_slice(id)),
+        _ => None,
+    }
 }
 
 /// Records the answer to the proxy's own PREPARE in the cache.

@@ -19,6 +19,13 @@ pub enum Pending {
         fingerprint: [u8; 16],
         id: bytes::Bytes,
     },
+    /// A client BATCH the proxy sent with prepared children; every shape it used is listed
+    /// so that an UNPREPARED answer can drop the right one before the original is replayed.
+    RewrittenBatch {
+        stream: i16,
+        original: bytes::Bytes,
+        prepared: Vec<([u8; 16], bytes::Bytes)>,
+    },
     /// The proxy's own PREPARE of a shape; its answer never reaches the client.
     Prepare {
         fingerprint: [u8; 16],
