@@ -259,9 +259,15 @@ impl Envelope {
         &self.frame[HEADER_LEN..]
     }
 
-    /// The body as a shared buffer (no copy).
+    /// A copy of the body as a buffer of its own. Cloning a `BytesMut` copies it, so a
+    /// shared, copy-free body needs the envelope by value: see [`Envelope::into_body_bytes`].
     pub fn body_bytes(&self) -> Bytes {
-        self.frame.clone().freeze().slice(HEADER_LEN..)
+        Bytes::copy_from_slice(self.body())
+    }
+
+    /// The body as a shared buffer over the received bytes (no copy).
+    pub fn into_body_bytes(self) -> Bytes {
+        self.frame.freeze().slice(HEADER_LEN..)
     }
 
     /// Rewrites the stream id in place.
@@ -359,6 +365,19 @@ mod tests {
         assert_eq!(&buf[..], b"X");
         e.set_stream(StreamId(-300));
         assert_eq!(&e.as_bytes()[2..4], &(-300i16).to_be_bytes());
+    }
+
+    #[test]
+    fn into_body_bytes_shares_the_received_buffer() {
+        let d = EnvelopeDecoder::new(Direction::Request, 1024);
+        let mut buf = BytesMut::from(&header(4, 7, 5, 3)[..]);
+        buf.extend_from_slice(b"abc");
+        let e = d.decode(&mut buf).unwrap().unwrap();
+        let body_ptr = e.body().as_ptr();
+        assert_eq!(&e.body_bytes()[..], b"abc");
+        let shared = e.into_body_bytes();
+        assert_eq!(&shared[..], b"abc");
+        assert_eq!(shared.as_ptr(), body_ptr, "no copy");
     }
 
     #[test]

@@ -183,16 +183,59 @@ pub struct RowsView<'a> {
 }
 
 impl<'a> RowsView<'a> {
-    /// Iterates over rows; each row is a vector of cells (`None` for null).
+    /// Reads the row count and checks it against the bytes left: every cell takes at least
+    /// its 4-byte length, so a count the body cannot hold is refused here rather than walked.
+    fn read(buf: &mut &'a [u8], metadata: RowsMetadata<'a>) -> Result<Self, DecodeError> {
+        let row_count = read_int(buf)?;
+        let rows = usize::try_from(row_count).map_err(|_| DecodeError::NegativeLength {
+            what: "row count",
+            length: row_count,
+        })?;
+        // Both counts are non-negative i32s here, so the product cannot overflow a u64.
+        let cols = metadata.column_count as u64;
+        if cols == 0 && rows > 0 {
+            // Rows of no columns take no bytes, so nothing bounds their count.
+            return Err(DecodeError::Malformed {
+                what: "rows",
+                reason: "rows without columns",
+            });
+        }
+        let min_len = rows as u64 * cols * 4;
+        if min_len > buf.len() as u64 {
+            return Err(DecodeError::TooFewBytes {
+                what: "rows",
+                expected: usize::try_from(min_len).unwrap_or(usize::MAX),
+                received: buf.len(),
+            });
+        }
+        Ok(RowsView {
+            metadata,
+            row_count,
+            rows_raw: buf,
+        })
+    }
+
+    /// Iterates over rows; each row is a vector of cells (`None` for null). The first error
+    /// ends the iteration.
     pub fn rows(&self) -> impl Iterator<Item = Result<Vec<Option<&'a [u8]>>, DecodeError>> + '_ {
         let mut rest = self.rows_raw;
         let cols = usize::try_from(self.metadata.column_count).unwrap_or(0);
-        (0..self.row_count.max(0)).map(move |_| {
+        let mut failed = false;
+        (0..self.row_count.max(0)).map_while(move |_| {
+            if failed {
+                return None;
+            }
             let mut row = Vec::with_capacity(cols.min(1024));
             for _ in 0..cols {
-                row.push(read_bytes(&mut rest)?);
+                match read_bytes(&mut rest) {
+                    Ok(cell) => row.push(cell),
+                    Err(e) => {
+                        failed = true;
+                        return Some(Err(e));
+                    }
+                }
             }
-            Ok(row)
+            Some(Ok(row))
         })
     }
 }
@@ -271,12 +314,7 @@ impl<'a> ResultView<'a> {
             kind::VOID => ResultView::Void,
             kind::ROWS => {
                 let metadata = RowsMetadata::read(b)?;
-                let row_count = read_int(b)?;
-                ResultView::Rows(RowsView {
-                    metadata,
-                    row_count,
-                    rows_raw: b,
-                })
+                ResultView::Rows(RowsView::read(b, metadata)?)
             }
             kind::SET_KEYSPACE => ResultView::SetKeyspace(read_string(b)?),
             kind::PREPARED => {
@@ -333,6 +371,58 @@ mod tests {
                 if let Some(c) = r.metadata.columns { for s in c.iter() { let _ = s.column_type(); } }
             }
         }
+    }
+
+    /// Rows metadata with `NO_METADATA`, `cols` columns, then `row_count` and `rest`.
+    fn bare_rows(cols: i32, row_count: i32, rest: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [kind::ROWS, metadata_flags::NO_METADATA, cols, row_count] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        b.extend_from_slice(rest);
+        b
+    }
+
+    #[test]
+    fn row_counts_the_body_cannot_hold_are_refused() {
+        // A 20-byte message claiming 2^30 rows used to be walked row by row, one error each.
+        let b = bare_rows(1, 1 << 30, &[]);
+        assert!(matches!(
+            ResultView::parse(&b, ProtocolVersion::V4),
+            Err(DecodeError::TooFewBytes { what: "rows", .. })
+        ));
+        let b = bare_rows(0, i32::MAX, &[]);
+        assert!(matches!(
+            ResultView::parse(&b, ProtocolVersion::V4),
+            Err(DecodeError::Malformed { what: "rows", .. })
+        ));
+        let b = bare_rows(2, -1, &[]);
+        assert!(matches!(
+            ResultView::parse(&b, ProtocolVersion::V4),
+            Err(DecodeError::NegativeLength { .. })
+        ));
+        // No rows of no columns is fine, and so is a body that holds what it claims.
+        assert!(ResultView::parse(&bare_rows(0, 0, &[]), ProtocolVersion::V4).is_ok());
+        let b = bare_rows(2, 1, &[0xff; 8]);
+        let ResultView::Rows(r) = ResultView::parse(&b, ProtocolVersion::V4).unwrap() else {
+            panic!("not rows")
+        };
+        assert_eq!(
+            r.rows().map(Result::unwrap).collect::<Vec<_>>(),
+            [vec![None, None]]
+        );
+    }
+
+    #[test]
+    fn rows_stop_at_the_first_error() {
+        // Two rows of one column; the first cell claims 100 bytes where 4 remain.
+        let b = bare_rows(1, 2, &[0, 0, 0, 100, 0, 0, 0, 0]);
+        let ResultView::Rows(r) = ResultView::parse(&b, ProtocolVersion::V4).unwrap() else {
+            panic!("not rows")
+        };
+        let rows: Vec<_> = r.rows().collect();
+        assert_eq!(rows.len(), 1);
+        assert!(rows[0].is_err());
     }
 
     #[test]
