@@ -10,6 +10,9 @@ use thiserror::Error;
 /// Length of the envelope header in protocol v3 and later.
 pub const HEADER_LEN: usize = 9;
 
+/// The most a decoder reserves ahead for a body that has not arrived yet.
+pub const RESERVE_CAP: usize = 1024 * 1024;
+
 /// The default maximum body length: the spec's 256 MB.
 pub const DEFAULT_MAX_BODY_LEN: usize = 256 * 1024 * 1024;
 
@@ -330,7 +333,9 @@ impl EnvelopeDecoder {
         };
         let total = HEADER_LEN + header.length;
         if buf.len() < total {
-            buf.reserve(total - buf.len());
+            // Room for the rest, but never more than RESERVE_CAP at once: a header alone must
+            // not make an unauthenticated peer cost hundreds of megabytes.
+            buf.reserve((total - buf.len()).min(RESERVE_CAP));
             return Ok(None);
         }
         Ok(Some(Envelope::from_parts(header, buf.split_to(total))))

@@ -1697,10 +1697,11 @@ fn bad_versions_are_refused_from_the_header() {
     ] {
         assert_eq!(
             refused(name),
+            // Refused from the version byte alone, answered on stream 0 as Cassandra does.
             EnvelopeError::UnsupportedVersion {
                 byte,
                 version,
-                stream: 7
+                stream: 0
             },
             "{name}"
         );
@@ -1882,7 +1883,7 @@ fn bad_version_answers_in_other_versions() {
         EnvelopeError::UnsupportedVersion {
             byte: 0x86,
             version: 6,
-            stream: 7
+            stream: 0
         }
     );
     assert_eq!((raw[1], raw[4]), (Flags::USE_BETA, Opcode::SUPPORTED.0));

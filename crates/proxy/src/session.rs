@@ -207,6 +207,7 @@ async fn client_to_upstream(
                 return end;
             }
         }
+        reserve_read_room(&mut buf);
         let read = rd.read_buf(&mut buf).await;
         if let Ok(n) = read {
             ctx.metrics
@@ -240,6 +241,13 @@ async fn refuse_truncated(
         .send(Out::Envelope(protocol_error::build(version, stream, &msg)))
         .await;
     End::BadClientInput(msg)
+}
+
+/// Keeps at least 16 KiB free for the next read, so large frames arrive in large reads.
+fn reserve_read_room(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 16 * 1024 {
+        buf.reserve(64 * 1024);
+    }
 }
 
 /// Answers malformed client input with a protocol ERROR; the session then ends.
@@ -530,6 +538,7 @@ async fn upstream_to_client(
                 return End::WriterGone;
             }
         }
+        reserve_read_room(&mut buf);
         match rd.read_buf(&mut buf).await {
             Ok(0) => return End::UpstreamClosed,
             Ok(_) => {}
