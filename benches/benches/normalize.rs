@@ -1,7 +1,7 @@
 //! Lexing and normalizing QUERY texts: the per-request cost of deciding what to bind.
 //!
 //! Targets (issue 3): a 5-column INSERT of about 150 bytes in 300 ns or less, a 1 KB statement
-//! in 2 µs or less. `normalize+md5` adds the fingerprint the cache keys on.
+//! in 2 µs or less. `normalize+fingerprint` adds the cache key.
 
 use autoprep_protocol::cql::lexer::tokenize_into;
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("normalize+md5");
+    let mut g = c.benchmark_group("normalize+fingerprint");
     for (name, q) in cases {
         g.throughput(Throughput::Bytes(q.len() as u64));
         g.bench_with_input(

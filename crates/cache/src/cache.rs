@@ -134,7 +134,7 @@ impl PreparedCache {
                 inner.stats.hits += 1;
                 return Lookup::Ready(r.entry.clone());
             }
-            // An md5 collision: never execute the other statement; this shape passes through.
+            // A fingerprint collision: never execute the other statement; this shape passes through.
             inner.stats.misses += 1;
             return Lookup::Negative("fingerprint collision");
         }

@@ -6,11 +6,11 @@ pub type NodeId = u32;
 /// A shape on a node, as looked up on the hot path: borrowed, nothing allocated.
 ///
 /// The map is keyed by `(node, fingerprint)`; the text and keyspace are compared on a hit so
-/// that an md5 collision can never run the wrong statement.
+/// that a fingerprint collision can never run the wrong statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShapeKey<'a> {
     pub node: NodeId,
-    /// md5 of keyspace bytes + text.
+    /// A hash of keyspace and text (`Shape::fingerprint` in `autoprep-protocol`).
     pub fingerprint: [u8; 16],
     pub keyspace: Option<&'a str>,
     pub text: &'a str,

@@ -35,7 +35,7 @@ impl Token<'_> {
     /// ASCII).
     #[inline]
     pub fn is_keyword(&self, kw: &str) -> bool {
-        self.kind == TokenKind::Ident && self.text.eq_ignore_ascii_case(kw)
+        self.kind == TokenKind::Ident && keyword_eq(self.text, kw)
     }
 
     /// Byte offset just past the token.
@@ -43,6 +43,20 @@ impl Token<'_> {
     pub fn end(&self) -> usize {
         self.offset + self.text.len()
     }
+}
+
+/// `word == kw` ignoring ASCII case, for a keyword `kw` made of upper-case ASCII letters (and
+/// `_`, which no word can confuse): clearing bit 5 maps exactly a letter's two cases onto the
+/// upper one, so one AND per byte replaces two case conversions.
+#[inline]
+pub fn keyword_eq(word: &str, kw: &str) -> bool {
+    debug_assert!(kw.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'));
+    word.len() == kw.len()
+        && word
+            .bytes()
+            .zip(kw.bytes())
+            .fold(0u8, |acc, (w, k)| acc | ((w & !0x20) ^ k))
+            == 0
 }
 
 /// The kinds of CQL tokens.

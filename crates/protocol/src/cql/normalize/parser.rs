@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 
 use super::{NormalizeError, Normalized, NotCandidate, Shape, Slot, StatementKind};
-use crate::cql::lexer::{Lexer, Token, TokenKind};
+use crate::cql::lexer::{keyword_eq, Lexer, Token, TokenKind};
 use crate::cql::Literal;
 
 /// Nesting limit for brackets and terms: deeper input is left alone rather than risking the
@@ -97,9 +97,9 @@ pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
         match t.kind {
             TokenKind::QMark | TokenKind::Colon => marker_bound += 1,
             TokenKind::Ident if t.text.len() == 4 => {
-                if t.text.eq_ignore_ascii_case("null") {
+                if keyword_eq(t.text, "NULL") {
                     marker_bound += 1;
-                } else if t.text.eq_ignore_ascii_case("expr") {
+                } else if keyword_eq(t.text, "EXPR") {
                     expr_at = Some(count);
                 }
             }
@@ -277,7 +277,7 @@ impl<'t, 'a> Parser<'t, 'a> {
     fn is_name(&self, i: usize) -> bool {
         self.toks.get(i).is_some_and(|t| match t.kind {
             TokenKind::QuotedIdent => true,
-            TokenKind::Ident => !t.text.eq_ignore_ascii_case("null"),
+            TokenKind::Ident => !keyword_eq(t.text, "NULL"),
             _ => false,
         })
     }
@@ -1466,7 +1466,7 @@ impl<'t, 'a> Parser<'t, 'a> {
             TokenKind::String => Literal::String(string_value(t.text)),
             TokenKind::Integer => Literal::Integer(t.text),
             TokenKind::Float => Literal::Float(t.text),
-            TokenKind::Boolean => Literal::Boolean(t.text.eq_ignore_ascii_case("true")),
+            TokenKind::Boolean => Literal::Boolean(keyword_eq(t.text, "TRUE")),
             TokenKind::NaN => Literal::NaN,
             TokenKind::Infinity => Literal::Infinity {
                 negative: t.text.starts_with('-'),
@@ -1474,7 +1474,7 @@ impl<'t, 'a> Parser<'t, 'a> {
             TokenKind::Uuid => Literal::Uuid(t.text),
             TokenKind::Hex => Literal::Hex(t.text.get(2..)?),
             TokenKind::Duration => Literal::Duration(t.text),
-            TokenKind::Ident if t.text.eq_ignore_ascii_case("null") => Literal::Null,
+            TokenKind::Ident if keyword_eq(t.text, "NULL") => Literal::Null,
             TokenKind::LBracket => {
                 let (items, end) = self.literal_items(i + 1, TokenKind::RBracket, depth)?;
                 return Some((Literal::List(items), end));
