@@ -33,8 +33,6 @@ mod parser;
 mod tests;
 
 use std::borrow::Cow;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::OnceLock;
 
 use md5::{Digest, Md5};
 use thiserror::Error;
@@ -144,33 +142,14 @@ impl Slot<'_> {
 }
 
 impl Shape<'_> {
-    /// The key a cache files this shape under, in the statement's keyspace: a 64-bit hash of
-    /// the keyspace and the text, seeded at random once per process, followed by the two
-    /// lengths. It is a map key, not an identity: a cache must still compare the text and
-    /// keyspace on a hit (as `autoprep-cache` does), so a collision can only make a shape pass
-    /// through, never run another statement. The per-process seed keeps collisions from
-    /// being chosen by a client, and the value means nothing outside the process.
+    /// MD5 of the keyspace bytes (if any) followed by the text: the fingerprint the cache keys
+    /// on, and how Cassandra derives a prepared id for an unqualified statement. A cache must
+    /// still compare the text and keyspace on a hit (as `autoprep-cache` does), so a collision
+    /// can only make a shape pass through, never run another statement.
     ///
-    /// About 100 instructions for a 150-byte text, against 1,400 for [`Shape::md5`].
+    /// About 1,400 instructions for a 150-byte text; a seeded 64-bit hash would take about 100,
+    /// should the hit path ever need it.
     pub fn fingerprint(&self, keyspace: Option<&str>) -> [u8; 16] {
-        static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
-        let mut h = SEED.get_or_init(Default::default).build_hasher();
-        let ks = keyspace.unwrap_or("");
-        h.write(ks.as_bytes());
-        h.write(self.text.as_bytes());
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&h.finish().to_le_bytes());
-        // The lengths tell `None` from `Some("")` too, and split keyspace from text exactly.
-        let ks_len = keyspace.map_or(u32::MAX, |k| k.len() as u32);
-        out[8..12].copy_from_slice(&ks_len.to_le_bytes());
-        out[12..].copy_from_slice(&(self.text.len() as u32).to_le_bytes());
-        out
-    }
-
-    /// MD5 of the keyspace bytes (if any) followed by the text: how Cassandra derives a
-    /// prepared id for an unqualified statement. Not used on the rewrite path (see
-    /// [`Shape::fingerprint`]).
-    pub fn md5(&self, keyspace: Option<&str>) -> [u8; 16] {
         let mut h = Md5::new();
         if let Some(ks) = keyspace {
             h.update(ks.as_bytes());
