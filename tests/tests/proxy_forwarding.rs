@@ -94,3 +94,48 @@ fn same_answers_through_the_proxy_as_directly() {
         ));
     }
 }
+
+#[test]
+fn requests_wait_for_free_upstream_ids_and_none_is_lost() {
+    use autoprep::config::Config;
+    use autoprep_protocol::envelope::{Direction, Flags, Header, Opcode, StreamId};
+    // Four upstream ids for a client that pipelines 500 requests on 500 stream ids.
+    let mut cfg = Config::for_upstream(&upstream());
+    cfg.upstream_streams = 4;
+    let addr = autoprep_tests::proxy_with(cfg).to_string();
+    let mut c = Client::connect(&addr).unwrap();
+    let mut out = Vec::new();
+    for s in 0..500i16 {
+        let mut body = Vec::new();
+        autoprep_protocol::message::query::encode_query(
+            ProtocolVersion::V4,
+            format!("SELECT key FROM system.local WHERE key = 'local' /* {s} */").as_bytes(),
+            &autoprep_protocol::message::query::QueryParams {
+                consistency: 1,
+                ..Default::default()
+            },
+            &mut body,
+        )
+        .unwrap();
+        let env = autoprep_protocol::envelope::Envelope::new(
+            Header {
+                version: ProtocolVersion::V4,
+                direction: Direction::Request,
+                flags: Flags(0),
+                stream: StreamId(s),
+                opcode: Opcode::QUERY,
+                length: 0,
+            },
+            &body,
+        );
+        out.extend_from_slice(env.as_bytes());
+    }
+    c.send_raw(&out).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 500 {
+        let e = c.read_envelope().unwrap();
+        assert_eq!(e.header().opcode, Opcode::RESULT);
+        assert!(seen.insert(e.header().stream.0), "stream answered twice");
+    }
+    assert_eq!(seen.len(), 500);
+}

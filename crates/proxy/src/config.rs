@@ -49,6 +49,16 @@ pub struct Config {
     #[arg(long, env = "AUTOPREP_SERVER_TIME_ZONE")]
     pub server_time_zone: Option<String>,
 
+    /// Upstream stream ids per connection (the protocol allows 32768); fewer only for tests
+    /// of the backpressure path.
+    #[arg(
+        long,
+        env = "AUTOPREP_UPSTREAM_STREAMS",
+        default_value_t = 32768,
+        hide = true
+    )]
+    pub upstream_streams: usize,
+
     /// Never rewrite a statement whose normalized text contains this (repeatable;
     /// comma-separated in the environment variable).
     #[arg(long, env = "AUTOPREP_EXCLUDE", value_delimiter = ',')]
@@ -70,6 +80,7 @@ impl Config {
             admission_threshold: 2,
             server_time_zone: None,
             exclude: Vec::new(),
+            upstream_streams: 32768,
         }
     }
 }

@@ -127,7 +127,13 @@ async fn serve(client: TcpStream, ctx: &Context) {
     let (to_upstream, upstream_rx) = mpsc::channel(CHANNEL_DEPTH);
     let client_writer = tokio::spawn(writer::run(client_rx, client_wr).in_current_span());
     let upstream_writer = tokio::spawn(writer::run(upstream_rx, upstream_wr).in_current_span());
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            streams: StreamTable::with_capacity(cfg.upstream_streams),
+            ..State::default()
+        }),
+        freed: Notify::new(),
+    });
 
     let end = tokio::select! {
         end = client_to_upstream(client_rd, ctx, &shared, to_upstream.clone(), to_client.clone()) => end,

@@ -62,9 +62,19 @@ impl Default for StreamTable {
 impl StreamTable {
     /// An empty table: every id free.
     pub fn new() -> Self {
+        Self::with_capacity(STREAM_COUNT)
+    }
+
+    /// A table handing out only ids `0..capacity` (at most 32768; at least 1).
+    pub fn with_capacity(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, STREAM_COUNT);
+        let mut free_bits = vec![0u64; capacity.div_ceil(64)];
+        for id in 0..capacity {
+            free_bits[id / 64] |= 1u64 << (id % 64);
+        }
         StreamTable {
-            free_bits: vec![u64::MAX; STREAM_COUNT / 64],
-            slots: vec![None; STREAM_COUNT],
+            free_bits,
+            slots: vec![None; capacity],
             cursor: 0,
             in_use: 0,
         }
@@ -73,7 +83,7 @@ impl StreamTable {
     /// Takes a free id for `pending`, or `None` when all are in use. Ids are handed out
     /// round-robin so a late response to an id never meets a fresh request under it soon.
     pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
-        if self.in_use == STREAM_COUNT {
+        if self.in_use == self.slots.len() {
             return None;
         }
         let words = self.free_bits.len();
@@ -96,8 +106,8 @@ impl StreamTable {
 
     /// Releases `id`, returning what it was used for (`None` for an id not in use).
     pub fn release(&mut self, id: i16) -> Option<Pending> {
-        let idx = usize::try_from(id).ok().filter(|i| *i < STREAM_COUNT)?;
-        let pending = self.slots[idx].take()?;
+        let idx = usize::try_from(id).ok()?;
+        let pending = self.slots.get_mut(idx)?.take()?;
         self.free_bits[idx / 64] |= 1u64 << (idx % 64);
         self.in_use -= 1;
         Some(pending)
@@ -117,7 +127,7 @@ impl StreamTable {
     /// Puts `pending` on `id` whether or not it is in use (a replay under the id whose
     /// response just arrived and was released).
     pub fn allocate_exact(&mut self, id: i16, pending: Pending) {
-        let Some(idx) = usize::try_from(id).ok().filter(|i| *i < STREAM_COUNT) else {
+        let Some(idx) = usize::try_from(id).ok().filter(|i| *i < self.slots.len()) else {
             return;
         };
         if self.slots[idx].is_none() {
@@ -152,6 +162,19 @@ mod tests {
         assert_eq!(t.release(77), None);
         assert_eq!(t.allocate(Pending::client(5)), Some(77));
         assert_eq!(t.release(-1), None);
+    }
+
+    #[test]
+    fn small_tables_hand_out_only_their_ids() {
+        let mut t = StreamTable::with_capacity(3);
+        let ids: Vec<_> = (0..3)
+            .map(|i| t.allocate(Pending::client(i)).unwrap())
+            .collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert_eq!(t.allocate(Pending::client(9)), None);
+        assert_eq!(t.release(3), None);
+        t.release(1);
+        assert_eq!(t.allocate(Pending::client(9)), Some(1));
     }
 
     proptest! {
