@@ -35,30 +35,86 @@ pub struct PrepareRequest {
     pub request_keyspace: Option<String>,
 }
 
-/// What to do with one QUERY.
+/// The prepared statements a rewritten request uses, to forget on UNPREPARED.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Used {
+    /// A QUERY became one EXECUTE (no allocation on the hot path).
+    One { fingerprint: [u8; 16], id: Bytes },
+    /// A BATCH became a batch of prepared children.
+    Many(Vec<([u8; 16], Bytes)>),
+}
+
+impl Used {
+    /// The shapes whose prepared id is `id`.
+    pub fn with_id<'s>(&'s self, id: &'s [u8]) -> impl Iterator<Item = [u8; 16]> + 's {
+        let all: &[([u8; 16], Bytes)] = match self {
+            Used::One { .. } => &[],
+            Used::Many(v) => v,
+        };
+        let one = match self {
+            Used::One { fingerprint, id: i } if i.as_ref() == id => Some(*fingerprint),
+            _ => None,
+        };
+        one.into_iter().chain(
+            all.iter()
+                .filter(move |(_, i)| i.as_ref() == id)
+                .map(|(f, _)| *f),
+        )
+    }
+}
+
+/// What to do with one QUERY or BATCH.
 #[derive(Debug)]
 pub enum Decision {
-    /// Send this EXECUTE envelope (its stream id still to be set) instead of the QUERY.
-    Execute {
-        frame: BytesMut,
-        fingerprint: [u8; 16],
-        id: Bytes,
-    },
-    /// Forward the QUERY unchanged, counting `reason`; `prepare` asks for a background PREPARE;
-    /// `use_keyspace` marks a `USE` whose result the session tracks.
+    /// Send this envelope (its stream id still to be set) instead of the client's.
+    Execute { frame: BytesMut, used: Used },
+    /// Forward the request unchanged, counting `reason`; `prepare` asks for background
+    /// PREPAREs; `use_keyspace` marks a `USE` whose result the session tracks.
     PassThrough {
         reason: &'static str,
-        prepare: Option<PrepareRequest>,
+        prepare: Vec<PrepareRequest>,
         use_keyspace: bool,
     },
 }
 
-fn pass(reason: &'static str) -> Decision {
-    Decision::PassThrough {
-        reason,
-        prepare: None,
-        use_keyspace: false,
+impl Decision {
+    /// Forward unchanged for `reason`.
+    pub fn pass(reason: &'static str) -> Decision {
+        Decision::PassThrough {
+            reason,
+            prepare: Vec::new(),
+            use_keyspace: false,
+        }
     }
+}
+
+fn pass(reason: &'static str) -> Decision {
+    Decision::pass(reason)
+}
+
+/// A request frame under construction: header space, then the custom payload if any.
+fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
+    let mut frame = BytesMut::with_capacity(HEADER_LEN + capacity);
+    frame.put_bytes(0, HEADER_LEN);
+    if let Some(cp) = custom_payload {
+        frame.put_slice(cp);
+    }
+    frame
+}
+
+/// Writes the header of a finished request frame built from the client's `header`. The frame
+/// goes uncompressed: the compression flag is per envelope in v3/v4.
+fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMut {
+    let h = Header {
+        version: header.version,
+        direction: Direction::Request,
+        flags: Flags(header.flags.0 & !Flags::COMPRESSION),
+        stream: StreamId(0),
+        opcode,
+        length: frame.len() - HEADER_LEN,
+    };
+    h.write(&mut &mut frame[..HEADER_LEN]);
+    frame
 }
 
 /// Appends the values of one statement to `out`: literals encoded for the server-reported
@@ -127,7 +183,7 @@ pub fn decide(
         Ok(Normalized::NotCandidate(NotCandidate::Use { .. })) => {
             return Decision::PassThrough {
                 reason: "use",
-                prepare: None,
+                prepare: Vec::new(),
                 use_keyspace: true,
             }
         }
@@ -159,12 +215,12 @@ pub fn decide(
         Lookup::PrepareNow => {
             return Decision::PassThrough {
                 reason: "preparing",
-                prepare: Some(PrepareRequest {
+                prepare: vec![PrepareRequest {
                     fingerprint,
                     text: shape.text.clone(),
                     keyspace: keyspace.map(str::to_owned),
                     request_keyspace: params.keyspace.map(str::to_owned),
-                }),
+                }],
                 use_keyspace: false,
             }
         }
@@ -195,11 +251,7 @@ pub fn decide(
         flags: 0,
         ..params
     };
-    let mut frame = BytesMut::with_capacity(HEADER_LEN + 64 + scratch.len() + shape.text.len() / 4);
-    frame.put_bytes(0, HEADER_LEN);
-    if let Some(cp) = req.custom_payload {
-        frame.put_slice(cp);
-    }
+    let mut frame = start_frame(req.custom_payload, 64 + scratch.len());
     let built = write_short_bytes(&mut frame, &entry.id).is_ok()
         && (version < ProtocolVersion::V5
             || write_short_bytes(
@@ -211,37 +263,13 @@ pub fn decide(
     if !built {
         return pass("value too large");
     }
-    let h = Header {
-        version,
-        direction: Direction::Request,
-        // Sent uncompressed: the compression flag is per envelope in v3/v4.
-        flags: Flags(header.flags.0 & !Flags::COMPRESSION),
-        stream: StreamId(0),
-        opcode: Opcode::EXECUTE,
-        length: frame.len() - HEADER_LEN,
-    };
-    h.write(&mut &mut frame[..HEADER_LEN]);
     Decision::Execute {
-        frame,
-        fingerprint,
-        id: entry.id.clone(),
+        frame: finish_frame(frame, header, Opcode::EXECUTE),
+        used: Used::One {
+            fingerprint,
+            id: entry.id.clone(),
+        },
     }
-}
-
-/// What to do with one BATCH message.
-#[derive(Debug)]
-pub enum BatchDecision {
-    /// Send this BATCH of prepared children (stream id still to be set) instead.
-    Execute {
-        frame: BytesMut,
-        /// Every shape the rewritten batch uses, to forget on UNPREPARED.
-        prepared: Vec<([u8; 16], Bytes)>,
-    },
-    /// Forward the BATCH unchanged, counting `reason`, and prepare these shapes meanwhile.
-    PassThrough {
-        reason: &'static str,
-        prepare: Vec<PrepareRequest>,
-    },
 }
 
 /// Decides the fate of a BATCH message: it becomes a BATCH of prepared children only when
@@ -253,11 +281,7 @@ pub fn decide_batch(
     conn_keyspace: Option<&str>,
     now: Instant,
     scratch: &mut Vec<u8>,
-) -> BatchDecision {
-    let pass = |reason| BatchDecision::PassThrough {
-        reason,
-        prepare: Vec::new(),
-    };
+) -> Decision {
     let version = header.version;
     let Ok(req) = RequestBody::parse(header, body) else {
         return pass("malformed batch");
@@ -350,7 +374,11 @@ pub fn decide_batch(
         }
     }
     if let Some(reason) = missing {
-        return BatchDecision::PassThrough { reason, prepare };
+        return Decision::PassThrough {
+            reason,
+            prepare,
+            use_keyspace: false,
+        };
     }
     let built: Vec<BatchChild<'_>> = children
         .iter()
@@ -363,11 +391,7 @@ pub fn decide_batch(
             },
         })
         .collect();
-    let mut frame = BytesMut::with_capacity(HEADER_LEN + 32 + scratch.len() + 20 * built.len());
-    frame.put_bytes(0, HEADER_LEN);
-    if let Some(cp) = req.custom_payload {
-        frame.put_slice(cp);
-    }
+    let mut frame = start_frame(req.custom_payload, 32 + scratch.len() + 20 * built.len());
     let params = autoprep_protocol::message::batch::BatchParams {
         // The keyspace is part of each prepared statement.
         keyspace: None,
@@ -376,14 +400,8 @@ pub fn decide_batch(
     if encode_batch(version, batch.batch_type, &built, &params, &mut frame).is_err() {
         return pass("value too large");
     }
-    let h = Header {
-        version,
-        direction: Direction::Request,
-        flags: Flags(header.flags.0 & !Flags::COMPRESSION),
-        stream: StreamId(0),
-        opcode: Opcode::BATCH,
-        length: frame.len() - HEADER_LEN,
-    };
-    h.write(&mut &mut frame[..HEADER_LEN]);
-    BatchDecision::Execute { frame, prepared }
+    Decision::Execute {
+        frame: finish_frame(frame, header, Opcode::BATCH),
+        used: Used::Many(prepared),
+    }
 }

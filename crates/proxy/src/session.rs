@@ -8,7 +8,7 @@
 use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
-use crate::rewrite::{self, BatchDecision, Decision, PrepareRequest};
+use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
 use autoprep_cache::PreparedEntry;
@@ -328,38 +328,26 @@ async fn forward_request(
             st.compression = s.compression();
         }
     }
-    if header.opcode == Opcode::QUERY && ctx.cfg.rewrite {
+    let is_batch = header.opcode == Opcode::BATCH;
+    if ctx.cfg.rewrite && (header.opcode == Opcode::QUERY || is_batch) {
         let (compression, keyspace) = {
             let st = shared.lock();
             (st.compression, st.keyspace.clone())
         };
+        let now = Instant::now();
+        let ks = keyspace.as_deref();
         let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
-            Some(body) => rewrite::decide(
-                ctx,
-                &header,
-                &body,
-                keyspace.as_deref(),
-                Instant::now(),
-                scratch,
-            ),
-            None => Decision::PassThrough {
-                reason: "undecodable body",
-                prepare: None,
-                use_keyspace: false,
-            },
+            Some(body) if is_batch => rewrite::decide_batch(ctx, &header, &body, ks, now, scratch),
+            Some(body) => rewrite::decide(ctx, &header, &body, ks, now, scratch),
+            None => Decision::pass("undecodable body"),
         };
         match decision {
-            Decision::Execute {
-                frame,
-                fingerprint,
-                id,
-            } => {
+            Decision::Execute { frame, used } => {
                 Metrics::inc(&ctx.metrics.queries_rewritten);
                 let pending = Pending::Rewritten {
                     stream,
                     original: env.into_frame().freeze(),
-                    fingerprint,
-                    id,
+                    used,
                 };
                 let up = allocate(shared, pending).await;
                 return send_upstream(to_upstream, frame, up).await;
@@ -375,47 +363,6 @@ async fn forward_request(
                     use_keyspace,
                 };
                 let up = allocate(shared, pending).await;
-                send_upstream(to_upstream, env.into_frame(), up).await?;
-                if let Some(p) = prepare {
-                    send_prepare(p, header.version, shared, to_upstream).await?;
-                }
-                return Ok(());
-            }
-        }
-    }
-    if header.opcode == Opcode::BATCH && ctx.cfg.rewrite {
-        let (compression, keyspace) = {
-            let st = shared.lock();
-            (st.compression, st.keyspace.clone())
-        };
-        let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
-            Some(body) => rewrite::decide_batch(
-                ctx,
-                &header,
-                &body,
-                keyspace.as_deref(),
-                Instant::now(),
-                scratch,
-            ),
-            None => BatchDecision::PassThrough {
-                reason: "undecodable body",
-                prepare: Vec::new(),
-            },
-        };
-        match decision {
-            BatchDecision::Execute { frame, prepared } => {
-                Metrics::inc(&ctx.metrics.queries_rewritten);
-                let pending = Pending::RewrittenBatch {
-                    stream,
-                    original: env.into_frame().freeze(),
-                    prepared,
-                };
-                let up = allocate(shared, pending).await;
-                return send_upstream(to_upstream, frame, up).await;
-            }
-            BatchDecision::PassThrough { reason, prepare } => {
-                ctx.metrics.passthrough(reason);
-                let up = allocate(shared, Pending::client(stream)).await;
                 send_upstream(to_upstream, env.into_frame(), up).await?;
                 for p in prepare {
                     send_prepare(p, header.version, shared, to_upstream).await?;
@@ -588,38 +535,22 @@ async fn on_response(
         Pending::Rewritten {
             stream,
             original,
-            fingerprint,
-            id,
+            used,
         } => {
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression, max) {
-                    if unknown == id {
-                        ctx.cache.invalidate(rewrite::NODE, fingerprint, &id);
+                    for fp in used.with_id(&unknown) {
+                        ctx.cache.invalidate(rewrite::NODE, fp, &unknown);
                     }
                     return replay(&env, stream, original, ctx, shared, to_upstream).await;
                 }
             }
-            let mut env = if env.header().version >= ProtocolVersion::V5 {
-                without_metadata_change(env, fingerprint, &id, ctx)
-            } else {
-                env
+            let mut env = match &used {
+                Used::One { fingerprint, id } if env.header().version >= ProtocolVersion::V5 => {
+                    without_metadata_change(env, *fingerprint, id, ctx)
+                }
+                _ => env,
             };
-            env.set_stream(StreamId(stream));
-            Ok(Some(env))
-        }
-        Pending::RewrittenBatch {
-            stream,
-            original,
-            prepared,
-        } => {
-            if env.header().opcode == Opcode::ERROR {
-                if let Some(unknown) = unprepared_id(&env, compression, max) {
-                    for (fp, id) in prepared.iter().filter(|(_, id)| *id == unknown) {
-                        ctx.cache.invalidate(rewrite::NODE, *fp, id);
-                    }
-                    return replay(&env, stream, original, ctx, shared, to_upstream).await;
-                }
-            }
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }

@@ -11,20 +11,13 @@ pub enum Pending {
     /// A client request forwarded as it was; `stream` is the client's own stream id.
     /// `use_keyspace` marks a `USE` whose Set_keyspace result the session tracks.
     Client { stream: i16, use_keyspace: bool },
-    /// A client QUERY the proxy sent as EXECUTE. The original envelope is kept so that an
-    /// UNPREPARED answer (the statement did not run) can be replayed as the QUERY it was.
+    /// A client QUERY the proxy sent as EXECUTE, or a BATCH it sent with prepared children.
+    /// The original envelope is kept so that an UNPREPARED answer (the statement did not run)
+    /// can be replayed as the request it was.
     Rewritten {
         stream: i16,
         original: bytes::Bytes,
-        fingerprint: [u8; 16],
-        id: bytes::Bytes,
-    },
-    /// A client BATCH the proxy sent with prepared children; every shape it used is listed
-    /// so that an UNPREPARED answer can drop the right one before the original is replayed.
-    RewrittenBatch {
-        stream: i16,
-        original: bytes::Bytes,
-        prepared: Vec<([u8; 16], bytes::Bytes)>,
+        used: crate::rewrite::Used,
     },
     /// The proxy's own PREPARE of a shape; its answer never reaches the client.
     Prepare {
