@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -196,8 +197,28 @@ class OwnNode:
         self._script("stop", timeout=60)
         self.running = False
 
+    def kill(self):
+        """SIGKILL to this node's JVM (a crash; also the quickest stop: 1-2 s instead of the
+        6-10 s drain of SIGTERM). Only the pid of the node's own pid file, checked to be a
+        Cassandra daemon of this node directory."""
+        pid_file = self.node_dir() / "cassandra.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError):
+            self.running = False
+            return
+        if b"org.apache.cassandra.service.CassandraDaemon" in cmdline and \
+                str(self.node_dir()).encode() in cmdline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 20
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        pid_file.unlink(missing_ok=True)
+        self.running = False
+
     def restart(self, prepared_cache=None):
-        self.stop()
+        self.kill()
         return self.start(prepared_cache)
 
     def wipe(self):
@@ -219,14 +240,14 @@ def own_node():
     node = OwnNode(listen)
     keep = os.environ.get("AUTOPREP_TEST_OWN_NODE_KEEP") == "1"
     if not keep:
-        node.stop()   # a node of an interrupted earlier run, under this name only
+        node.kill()   # a node of an interrupted earlier run, under this name only
         node.wipe()
     node.failure = node.start()
     try:
         yield node
     finally:
         if not keep:
-            node.stop()
+            node.kill()   # its data is wiped at the next start anyway
 
 
 def require_own_node(own_node):

@@ -15,6 +15,7 @@ them back but counts; writetime() is read only where USING TIMESTAMP fixed it; t
   values   the client's own values for its `?` markers, sent in the QUERY's value list:
            (cql type, python value) pairs or raw bytes (b"" is an empty value, None a null)
   ksflag   v5 only: the QUERY carries @ks2@ in its keyspace field (the session USEs @ks@)
+  ts       the QUERY's default timestamp (the driver's client-side timestamp, made fixed)
   pt       the statement is expected NOT to run as a prepared execution in steady state, and why;
            every other statement must (checked on the server, statement by statement)
 """
@@ -31,6 +32,7 @@ class S:
     fetch: Optional[int] = None
     values: Optional[list] = None
     ksflag: bool = False
+    ts: Optional[int] = None
     pt: Optional[str] = None
     tag: str = field(default="")
 
@@ -301,6 +303,9 @@ CORPUS = [
     _typed(147, "a_int", "0x"),
     _typed(148, "a_uuid", "0x"),
     _typed(149, "a_boolean", "0x01"),
+    # Larger than a v5 frame's payload (128 KiB) both as QUERY text and as EXECUTE values.
+    _typed(150, "a_blob", "0x" + "ab01" * 75000),
+    S("SELECT k, a_blob FROM types WHERE k = 150"),
     S("SELECT * FROM types WHERE k IN (70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86)"),
     S("SELECT * FROM types WHERE k IN (87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99)"),
     S("SELECT * FROM types WHERE k IN (130, 131, 132, 133, 134, 135, 136, 137, 138, 139, 140)"),
@@ -568,6 +573,13 @@ CORPUS = [
     S("INSERT INTO ttl (k, v) VALUES (7, 'too big') USING TTL 999999999"),
     S("INSERT INTO ttl (k, v) VALUES (9, 'x') USING TTL 'abc'"),
     S("INSERT INTO ttl (k, v) VALUES (9, 'x') USING TIMESTAMP 1.5"),
+    S("INSERT INTO ttl (k, v) VALUES (30, 'client timestamp')", ts=1111111),
+    S("UPDATE ttl SET v = 'client timestamp 2' WHERE k = 31", ts=2222222),
+    S("DELETE FROM ttl WHERE k = 31", ts=2222221),
+    S("UPDATE ttl USING TIMESTAMP 3333333 SET v = 'literal wins' WHERE k = 32", ts=4444444),
+    S("BEGIN BATCH INSERT INTO ttl (k, v) VALUES (33, 'b'); DELETE FROM ttl WHERE k = 34; "
+      "APPLY BATCH", ts=5555555),
+    S("SELECT k, v, writetime(v) FROM ttl WHERE k IN (30, 31, 32, 33, 34)"),
 
     # --- quoted identifiers ---------------------------------------------------------------------------
     S('INSERT INTO "MixedCase" ("Key", "Val", "select") VALUES (1, \'quoted\', 2)'),

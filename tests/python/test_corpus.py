@@ -23,33 +23,13 @@ statement and is subtracted):
 When the own node cannot start, the corpus runs on the shared node and only lower bounds hold.
 """
 
-import re
-
 import pytest
-from cassandra import cqltypes
-from cassandra.cluster import Cluster, EXEC_PROFILE_DEFAULT, ExecutionProfile
-from cassandra.policies import WhiteListRoundRobinPolicy
-from cassandra.query import SimpleStatement
 
 import corpus
-from conftest import check_negotiated, run_proxy
+from conftest import run_proxy
+from difftools import Metrics, connect, make_cluster, run_statement
 
 COMBOS = [(4, None), (4, "lz4"), (5, None), (5, "lz4")]
-
-
-def make_cluster(host, port, pv, compression):
-    """A driver cluster without schema or token metadata: nothing in the background sends
-    statements (so the server's counters move only with the corpus)."""
-    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]),
-                               request_timeout=30)
-    return Cluster(contact_points=[host], port=port, protocol_version=pv,
-                   compression=compression or False,
-                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                   schema_metadata_enabled=False, token_metadata_enabled=False,
-                   # No refresh queries in response to the schema events of the setup.
-                   schema_event_refresh_window=-1, topology_event_refresh_window=-1,
-                   status_event_refresh_window=-1,
-                   connect_timeout=10, control_connection_timeout=10)
 
 
 class Node:
@@ -64,22 +44,6 @@ def node(own_node, upstream):
     if own_node is not None and own_node.running:
         return Node(own_node.host, own_node.port, True)
     return Node(upstream[0], upstream[1], False)
-
-
-class Metrics:
-    """Reads the server's CQL counters over a direct connection."""
-
-    def __init__(self, node):
-        self.cluster = make_cluster(node.host, node.port, 4, None)
-        self.session = self.cluster.connect()
-
-    def read(self):
-        rows = self.session.execute("SELECT name, value FROM system_views.cql_metrics")
-        m = {r.name: int(r.value) for r in rows}
-        return m["regular_statements_executed"], m["prepared_statements_executed"]
-
-    def close(self):
-        self.cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -108,98 +72,6 @@ def sides(node, run_id):
             for k in (ks, ks2):
                 session.execute(f"DROP KEYSPACE IF EXISTS {k}", timeout=120)
         cluster.shutdown()
-
-
-# --- running one statement -------------------------------------------------------------------
-
-def _cqltype(name):
-    if name.startswith("list<"):
-        return cqltypes.ListType.apply_parameters([_cqltype(name[5:-1])])
-    return cqltypes._cqltypes[name]
-
-
-def encode_values(values, pv):
-    out = []
-    for v in values:
-        if v is None or v is corpus.UNSET or isinstance(v, bytes):
-            out.append(v)
-        else:
-            typ, val = v
-            out.append(_cqltype(typ).serialize(val, pv))
-    return out
-
-
-def send(session, text, values, fetch, keyspace, pv):
-    """Sends one QUERY and returns its future and the result metadata ids of its Rows pages.
-    The driver never sends a QUERY value list itself (it interpolates parameters into the text),
-    so the values are put on the message it built."""
-    st = SimpleStatement(text, fetch_size=fetch, keyspace=keyspace)
-    rf = session._create_response_future(st, None, False, None, 30)
-    if values is not None:
-        rf.message.query_params = encode_values(values, pv)
-    meta_ids = []
-    orig = rf._set_result
-
-    def spy(host, connection, pool, response):
-        meta_ids.append(getattr(response, "result_metadata_id", None))
-        return orig(host, connection, pool, response)
-
-    rf._set_result = spy
-    rf._protocol_handler = session.client_protocol_handler
-    session._on_request(rf)
-    rf.send_request()
-    return rf, meta_ids
-
-
-class Scrub:
-    def __init__(self, ks, ks2):
-        self.pairs = [(ks2, "<ks2>"), (ks, "<ks>")]
-
-    def text(self, s):
-        for a, b in self.pairs:
-            s = s.replace(a, b)
-        # NoHostAvailable (how the driver reports a server error) names the host it talked to.
-        return re.sub(r"<Host: [^>]*>", "<Host>", s)
-
-    def bytes(self, b):
-        if b is None:
-            return None
-        for a, r in self.pairs:
-            b = b.replace(a.encode(), r.encode())
-        return b
-
-
-def run_statement(session, st, ks, ks2, pv):
-    """What a client can observe of one statement, and how many requests it made."""
-    text = st.text.replace("@ks2@", ks2).replace("@ks@", ks)
-    if st.ksflag and pv < 5:
-        return ("skipped (v5 keyspace field)",), 0
-    keyspace = ks2 if st.ksflag else None
-    sc = Scrub(ks, ks2)
-    requests = 1
-    try:
-        rf, meta_ids = send(session, text, st.values, st.fetch, keyspace, pv)
-        rs = rf.result()
-        pages = []
-        while True:
-            pages.append((sc.text(repr(rs.current_rows)), sc.bytes(rs.paging_state),
-                          sc.text(repr(rf.warnings)), meta_ids[-1]))
-            if not rs.has_more_pages:
-                break
-            rs.fetch_next_page()
-            requests += 1
-        types = [sc.text(t.cql_parameterized_type()) for t in rs.column_types or []]
-        return ("ok", rs.column_names, types, pages), requests
-    except Exception as e:  # the class and message are what the client sees
-        return ("error", type(e).__name__, sc.text(str(e))), requests
-
-
-def connect(host, port, pv, compression, ks):
-    cluster = make_cluster(host, port, pv, compression)
-    session = cluster.connect()
-    check_negotiated(session, pv, compression, port)
-    session.execute(f"USE {ks}")
-    return cluster, session
 
 
 def run_pass(session, names, pv, metrics):
@@ -264,8 +136,9 @@ def test_corpus_differential(node, sides, metrics, pv, compression, tmp_path, re
                 counting.append(what + f" (annotated as not rewritten: {st.pt})")
         totals.append(t)
 
+    errors = sum(1 for do, _, _, _ in runs[1][0] if do[0] == "error")
     summary = (f"v{pv}/{compression or 'none'} on {'own' if node.exclusive else 'shared'} node, "
-               f"{len(corpus.CORPUS)} statements: " +
+               f"{len(corpus.CORPUS)} statements ({errors} errors): " +
                "; ".join(f"run {r}: {t}" for r, t in enumerate(totals, 1)))
     print("\n" + summary)
     record_property("cql_metrics", summary)
