@@ -40,9 +40,10 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def node(own_node, upstream):
+def node(own_node, request):
     if own_node is not None and own_node.running:
         return Node(own_node.host, own_node.port, True)
+    upstream = request.getfixturevalue("upstream")
     return Node(upstream[0], upstream[1], False)
 
 
