@@ -8,11 +8,18 @@ Environment:
                           (reuses a running node) and 127.0.0.1:9042
   AUTOPREP_BIN            the proxy binary [<repo>/target/debug/autoprep, built when missing]
   AUTOPREP_TEST_LOG       the proxy's --log filter [info]
+  AUTOPREP_TEST_OWN_NODE  0 to never start the tests' own second node (the corpus then runs on
+                          the shared node, where server counters are only lower bounds, and the
+                          fault tests are skipped); otherwise `listen address` of it [127.0.0.23]
+  AUTOPREP_TEST_OWN_NODE_KEEP  1: reuse a running own node and leave it running (development)
 """
 
+import contextlib
 import logging
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -88,17 +95,19 @@ def _proxy_binary():
     return path
 
 
-@pytest.fixture(scope="session")
-def proxy(upstream, tmp_path_factory):
-    """The autoprep binary, listening on a free loopback port in front of `upstream`."""
+@contextlib.contextmanager
+def run_proxy(upstream, log_dir, *extra_args):
+    """Runs the autoprep binary on a free loopback port in front of `upstream` (host, port) with
+    `extra_args` (e.g. "--admission-threshold", "1"); stops it on exit and fails the test if it
+    exited early or panicked."""
     binary = _proxy_binary()
     host, port = "127.0.0.1", _free_port()
-    log_path = tmp_path_factory.mktemp("proxy") / "autoprep.log"
+    log_path = Path(log_dir) / f"autoprep-{port}.log"
     logf = open(log_path, "wb")
     env = dict(os.environ, NO_COLOR="1", RUST_BACKTRACE="1")
     proc = subprocess.Popen(
         [str(binary), "--listen", f"{host}:{port}", "--upstream", f"{upstream[0]}:{upstream[1]}",
-         "--log", os.environ.get("AUTOPREP_TEST_LOG", "info")],
+         "--log", os.environ.get("AUTOPREP_TEST_LOG", "info"), *extra_args],
         stdout=logf, stderr=subprocess.STDOUT, env=env,
     )
     p = Proxy(host, port, proc, log_path)
@@ -109,20 +118,144 @@ def proxy(upstream, tmp_path_factory):
         proc.wait()
         logf.close()
         pytest.fail(f"autoprep did not start:\n{p.log_tail()}")
-    yield p
-    still_running = proc.poll() is None
-    if still_running:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    logf.close()
+    try:
+        yield p
+    finally:
+        still_running = proc.poll() is None
+        if still_running:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logf.close()
     text = p.log_text()
     print(f"\nautoprep log ({log_path}), last lines:\n{p.log_tail(15)}")
     assert still_running, f"autoprep exited early with {proc.returncode}:\n{p.log_tail()}"
     assert "panicked" not in text, f"autoprep panicked:\n{p.log_tail()}"
+
+
+@pytest.fixture(scope="session")
+def proxy(upstream, tmp_path_factory):
+    """The autoprep binary, listening on a free loopback port in front of `upstream`."""
+    with run_proxy(upstream, tmp_path_factory.mktemp("proxy")) as p:
+        yield p
+
+
+class OwnNode:
+    """A second, single-node Cassandra cluster of the tests' own (scripts/cassandra.sh with its
+    own node name, address and JMX port, seeded by itself): for server counters no other client
+    touches, restarts and a small prepared-statement cache. Never the shared node."""
+
+    NAME = "autoprep-difftests"
+    JMX_PORT = "7423"
+    START_TIMEOUT = 150
+
+    def __init__(self, listen):
+        self.host, self.port = listen, 9042
+        self.prepared_cache = None
+        self.running = False
+
+    def _env(self):
+        env = dict(os.environ, CASSANDRA_NODE=self.NAME, CASSANDRA_LISTEN=self.host,
+                   CASSANDRA_JMX_PORT=self.JMX_PORT, CASSANDRA_NATIVE_PORT=str(self.port),
+                   CASSANDRA_SEEDS=f"{self.host}:7000", CASSANDRA_START_TIMEOUT="120",
+                   CASSANDRA_STOP_TIMEOUT="20")
+        for k in ("CASSANDRA_AUTH", "CASSANDRA_AUDIT", "CASSANDRA_PREPARED_CACHE",
+                  "CASSANDRA_STORAGE_PORT"):
+            env.pop(k, None)
+        if self.prepared_cache:
+            env["CASSANDRA_PREPARED_CACHE"] = self.prepared_cache
+        return env
+
+    def _script(self, *args, timeout):
+        return subprocess.run([str(REPO / "scripts" / "cassandra.sh"), *args], env=self._env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def node_dir(self):
+        cache = Path(os.environ.get("AUTOPREP_CACHE_DIR", REPO / ".cache"))
+        return cache / "cassandra-nodes" / self.NAME
+
+    def start(self, prepared_cache=None):
+        """Starts the node with `prepared_cache` (None: Cassandra's default). Returns None, or
+        why it could not start."""
+        self.prepared_cache = prepared_cache
+        t0 = time.monotonic()
+        try:
+            p = self._script("start", timeout=self.START_TIMEOUT + 90)
+        except subprocess.TimeoutExpired:
+            return "scripts/cassandra.sh start timed out"
+        if p.returncode != 0:
+            return f"scripts/cassandra.sh start failed:\n{p.stderr[-3000:]}"
+        self.running = True
+        log.info("own node up in %.1f s (prepared cache %s)", time.monotonic() - t0,
+                 prepared_cache or "default")
+        return None
+
+    def stop(self):
+        self._script("stop", timeout=60)
+        self.running = False
+
+    def kill(self):
+        """SIGKILL to this node's JVM (a crash; also the quickest stop: 1-2 s instead of the
+        6-10 s drain of SIGTERM). Only the pid of the node's own pid file, checked to be a
+        Cassandra daemon of this node directory."""
+        pid_file = self.node_dir() / "cassandra.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError):
+            self.running = False
+            return
+        if b"org.apache.cassandra.service.CassandraDaemon" in cmdline and \
+                str(self.node_dir()).encode() in cmdline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 20
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        pid_file.unlink(missing_ok=True)
+        self.running = False
+
+    def restart(self, prepared_cache=None):
+        self.kill()
+        return self.start(prepared_cache)
+
+    def wipe(self):
+        """Removes the node's data (it must be stopped): every run starts from an empty node,
+        with nothing in system.prepared_statements to preload."""
+        d = self.node_dir()
+        for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw"):
+            shutil.rmtree(d / sub, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def own_node():
+    """The tests' own node, started once per session (Cassandra's default prepared cache) and
+    stopped at the end. Tests that need it skip, with the reason, when it cannot start."""
+    listen = os.environ.get("AUTOPREP_TEST_OWN_NODE", "127.0.0.23")
+    if listen == "0":
+        yield None
+        return
+    node = OwnNode(listen)
+    keep = os.environ.get("AUTOPREP_TEST_OWN_NODE_KEEP") == "1"
+    if not keep:
+        node.kill()   # a node of an interrupted earlier run, under this name only
+        node.wipe()
+    node.failure = node.start()
+    try:
+        yield node
+    finally:
+        if not keep:
+            node.kill()   # its data is wiped at the next start anyway
+
+
+def require_own_node(own_node):
+    if own_node is None:
+        pytest.skip("AUTOPREP_TEST_OWN_NODE=0: no second Cassandra node for this test")
+    if not own_node.running:
+        pytest.skip(f"the tests' own Cassandra node could not start: {own_node.failure}")
+    return own_node
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,6 +6,9 @@
 # Creates/updates the venv (scripts/venv.sh), builds the proxy unless AUTOPREP_BIN names one,
 # and runs pytest; exits with pytest's status. The node is AUTOPREP_TEST_UPSTREAM (host:port)
 # or the one `scripts/cassandra.sh start` starts or reuses on 127.0.0.1:9042.
+# The auto-prepare acceptance tests (test_corpus.py, test_faults.py) also start a second,
+# single-node cluster of their own on 127.0.0.23 (exact server counters, restarts, a 1 MiB
+# prepared cache) and kill it at the end; AUTOPREP_TEST_OWN_NODE=0 does without it.
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

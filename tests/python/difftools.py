@@ -1,0 +1,158 @@
+"""Helpers of the differential tests (test_corpus.py, test_faults.py): driver clusters that send
+nothing in the background, the server's CQL counters, and one statement run as an unprepared
+QUERY with everything a client can observe of it collected for comparison."""
+
+import re
+import time
+
+from cassandra import cqltypes
+from cassandra.cluster import Cluster, EXEC_PROFILE_DEFAULT, ExecutionProfile
+from cassandra.policies import ConstantReconnectionPolicy, WhiteListRoundRobinPolicy
+from cassandra.query import SimpleStatement, UNSET_VALUE
+
+from conftest import check_negotiated
+
+
+def make_cluster(host, port, pv, compression, **kw):
+    """A driver cluster without schema or token metadata: nothing in the background sends
+    statements (so the server's counters move only with the corpus). It reconnects every half
+    second, for as long as it takes (a node restart)."""
+    kw.setdefault("reconnection_policy", ConstantReconnectionPolicy(0.5, max_attempts=None))
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]),
+                               request_timeout=30)
+    return Cluster(contact_points=[host], port=port, protocol_version=pv,
+                   compression=compression or False,
+                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                   schema_metadata_enabled=False, token_metadata_enabled=False,
+                   # No refresh queries in response to the schema events of the setup.
+                   schema_event_refresh_window=-1, topology_event_refresh_window=-1,
+                   status_event_refresh_window=-1,
+                   connect_timeout=10, control_connection_timeout=10, **kw)
+
+
+class Metrics:
+    """Reads the server's CQL counters over a direct connection."""
+
+    def __init__(self, node):
+        self.cluster = make_cluster(node.host, node.port, 4, None)
+        self.session = self.cluster.connect()
+
+    def read_all(self):
+        rows = self.session.execute("SELECT name, value FROM system_views.cql_metrics")
+        return {r.name: int(r.value) for r in rows}
+
+    def read(self):
+        """(regular, prepared) statements executed; the read itself is one regular statement."""
+        m = self.read_all()
+        return m["regular_statements_executed"], m["prepared_statements_executed"]
+
+    def settle(self, quiet=1.0, timeout=30):
+        """Waits until no statement but these reads has run for `quiet` seconds."""
+        deadline = time.monotonic() + timeout
+        last, since = self.read(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            cur = self.read()
+            if cur != (last[0] + 1, last[1]):
+                since = time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            last = cur
+        raise AssertionError(f"the server's counters did not settle within {timeout} s")
+
+    def close(self):
+        self.cluster.shutdown()
+
+
+# --- running one statement ------------------------------------------------------------
+
+def _cqltype(name):
+    if name.startswith("list<"):
+        return cqltypes.ListType.apply_parameters([_cqltype(name[5:-1])])
+    return cqltypes._cqltypes[name]
+
+
+def encode_values(values, pv):
+    out = []
+    for v in values:
+        if v is None or v is UNSET_VALUE or isinstance(v, bytes):
+            out.append(v)
+        else:
+            typ, val = v
+            out.append(_cqltype(typ).serialize(val, pv))
+    return out
+
+
+def send(session, text, values, fetch, keyspace, pv, timestamp=None):
+    """Sends one QUERY and returns its future and the result metadata ids of its Rows pages.
+    The driver never sends a QUERY value list itself (it interpolates parameters into the text),
+    so the values are put on the message it built."""
+    st = SimpleStatement(text, fetch_size=fetch, keyspace=keyspace)
+    rf = session._create_response_future(st, None, False, None, 30)
+    if values is not None:
+        rf.message.query_params = encode_values(values, pv)
+    if timestamp is not None:
+        rf.message.timestamp = timestamp
+    meta_ids = []
+    orig = rf._set_result
+
+    def spy(host, connection, pool, response):
+        meta_ids.append(getattr(response, "result_metadata_id", None))
+        return orig(host, connection, pool, response)
+
+    rf._set_result = spy
+    rf._protocol_handler = session.client_protocol_handler
+    session._on_request(rf)
+    rf.send_request()
+    return rf, meta_ids
+
+
+class Scrub:
+    def __init__(self, ks, ks2):
+        self.pairs = [(ks2, "<ks2>"), (ks, "<ks>")]
+
+    def text(self, s):
+        for a, b in self.pairs:
+            s = s.replace(a, b)
+        # NoHostAvailable (how the driver reports a server error) names the host it talked to.
+        return re.sub(r"<Host: [^>]*>", "<Host>", s)
+
+    def bytes(self, b):
+        if b is None:
+            return None
+        for a, r in self.pairs:
+            b = b.replace(a.encode(), r.encode())
+        return b
+
+
+def run_statement(session, st, ks, ks2, pv):
+    """What a client can observe of one statement, and how many requests it made."""
+    text = st.text.replace("@ks2@", ks2).replace("@ks@", ks)
+    if st.ksflag and pv < 5:
+        return ("skipped (v5 keyspace field)",), 0
+    keyspace = ks2 if st.ksflag else None
+    sc = Scrub(ks, ks2)
+    requests = 1
+    try:
+        rf, meta_ids = send(session, text, st.values, st.fetch, keyspace, pv, st.ts)
+        rs = rf.result()
+        pages = []
+        while True:
+            pages.append((sc.text(repr(rs.current_rows)), sc.bytes(rs.paging_state),
+                          sc.text(repr(rf.warnings)), meta_ids[-1]))
+            if not rs.has_more_pages:
+                break
+            rs.fetch_next_page()
+            requests += 1
+        types = [sc.text(t.cql_parameterized_type()) for t in rs.column_types or []]
+        return ("ok", rs.column_names, types, pages), requests
+    except Exception as e:  # the class and message are what the client sees
+        return ("error", type(e).__name__, sc.text(str(e))), requests
+
+
+def connect(host, port, pv, compression, ks, **kw):
+    cluster = make_cluster(host, port, pv, compression, **kw)
+    session = cluster.connect()
+    check_negotiated(session, pv, compression, port)
+    session.execute(f"USE {ks}")
+    return cluster, session
