@@ -229,6 +229,17 @@ impl PreparedCache {
             .put(k, Pending::Negative(reason, now + self.cfg.negative_ttl));
     }
 
+    /// Forgets a PREPARE that will never be answered (its connection closed), so the next
+    /// sighting may prepare the shape at once instead of waiting for the prepare timeout.
+    pub fn abandoned(&self, node: NodeId, fingerprint: [u8; 16]) {
+        let mut g = self.lock();
+        let k = (node, fingerprint);
+        if matches!(g.pending.peek(&k), Some(Pending::Preparing(_))) {
+            let threshold = self.cfg.admission_threshold.max(1);
+            g.pending.put(k, Pending::Seen(threshold.saturating_sub(1)));
+        }
+    }
+
     /// Forgets a prepared entry whose id the node no longer knows (UNPREPARED); the next
     /// sighting prepares it again at once.
     pub fn invalidate(&self, node: NodeId, fingerprint: [u8; 16], id: &[u8]) {
@@ -348,6 +359,17 @@ mod tests {
             c.lookup(&k, t + Duration::from_secs(11)),
             Lookup::PrepareNow
         );
+    }
+
+    #[test]
+    fn abandoned_prepare_is_retried_at_once() {
+        let c = cache(2, 10);
+        let t = Instant::now();
+        let k = key("x");
+        assert_eq!(c.lookup(&k, t), Lookup::Wait);
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
+        c.abandoned(1, k.fingerprint);
+        assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
     }
 
     #[test]

@@ -159,6 +159,13 @@ async fn serve(client: TcpStream, ctx: &Context) {
         }
         End::WriterGone => debug!("a socket writer stopped"),
     }
+    // PREPAREs of this connection still in flight will never be answered: let other
+    // connections prepare those shapes at once.
+    for p in shared.lock().streams.in_flight() {
+        if let Pending::Prepare { fingerprint, .. } = p {
+            ctx.cache.abandoned(rewrite::NODE, *fingerprint);
+        }
+    }
     // Every sender is gone with the readers: the writers flush what is queued and stop.
     let _ = tokio::time::timeout(FLUSH_GRACE, client_writer).await;
     upstream_writer.abort();

@@ -130,6 +130,11 @@ impl StreamTable {
         self.slots[idx] = Some(pending);
     }
 
+    /// Every request still in flight (the connection is ending).
+    pub fn in_flight(&self) -> impl Iterator<Item = &Pending> {
+        self.slots.iter().flatten()
+    }
+
     /// How many ids are in use.
     pub fn in_use(&self) -> usize {
         self.in_use
