@@ -575,6 +575,7 @@ async fn replay(
     to_upstream: &mpsc::Sender<Out>,
 ) -> Result<Option<Envelope>, End> {
     Metrics::inc(&ctx.metrics.unprepared_recoveries);
+    debug!("the server no longer knows a rewritten statement (UNPREPARED); replaying the original request");
     let up = env.header().stream.0;
     shared
         .lock()
@@ -642,6 +643,8 @@ fn prepared(
     })();
     match entry {
         Some(e) => {
+            // A normalized shape carries no literal values: safe to log.
+            debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);
             ctx.cache.prepared(rewrite::NODE, fingerprint, e);
         }
