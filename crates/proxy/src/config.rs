@@ -49,6 +49,11 @@ pub struct Config {
     #[arg(long, env = "AUTOPREP_SERVER_TIME_ZONE")]
     pub server_time_zone: Option<String>,
 
+    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`), e.g.
+    /// `127.0.0.1:9100`. Unset: no admin server.
+    #[arg(long, env = "AUTOPREP_ADMIN")]
+    pub admin: Option<String>,
+
     /// Never rewrite a statement whose normalized text contains this (repeatable;
     /// comma-separated in the environment variable).
     #[arg(long, env = "AUTOPREP_EXCLUDE", value_delimiter = ',')]
@@ -70,6 +75,7 @@ impl Config {
             admission_threshold: 2,
             server_time_zone: None,
             exclude: Vec::new(),
+            admin: None,
         }
     }
 }
