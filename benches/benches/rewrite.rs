@@ -65,7 +65,15 @@ fn hit_path(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("cache_hit_5_column_insert", |b| {
         b.iter(|| {
-            let d = decide(&ctx, &header, &body, None, Instant::now(), &mut scratch);
+            let d = decide(
+                &ctx,
+                &header,
+                &body,
+                None,
+                Instant::now(),
+                &mut scratch,
+                &mut None,
+            );
             assert!(matches!(d, Decision::Execute { .. }));
             d
         })

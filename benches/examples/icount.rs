@@ -132,6 +132,7 @@ fn run_hit_path(n: usize) {
             None,
             Instant::now(),
             &mut scratch,
+            &mut None,
         );
         assert!(matches!(d, Decision::Execute { .. }));
         black_box(d);

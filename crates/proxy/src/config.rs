@@ -58,6 +58,10 @@ pub struct Config {
         hide = true
     )]
     pub upstream_streams: usize,
+    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`), e.g.
+    /// `127.0.0.1:9100`. Unset: no admin server.
+    #[arg(long, env = "AUTOPREP_ADMIN")]
+    pub admin: Option<String>,
 
     /// Never rewrite a statement whose normalized text contains this (repeatable;
     /// comma-separated in the environment variable).
@@ -81,6 +85,7 @@ impl Config {
             server_time_zone: None,
             exclude: Vec::new(),
             upstream_streams: 32768,
+            admin: None,
         }
     }
 }

@@ -1,10 +1,15 @@
 //! What every session of the process shares: the configuration, the prepared-statement cache,
-//! the encoder options and the metrics.
+//! the encoder options, the metrics and per-shape statistics, and the health flags the admin
+//! server reports.
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::shapes::Shapes;
 use autoprep_cache::{CacheConfig, PreparedCache};
 use autoprep_protocol::types::encode::EncodeOptions;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
 
 /// Shared by all sessions (behind an `Arc`).
 #[derive(Debug)]
@@ -13,6 +18,14 @@ pub struct Context {
     pub cache: PreparedCache,
     pub encode: EncodeOptions,
     pub metrics: Metrics,
+    /// Statistics of the most executed statement shapes (`/shapes`).
+    pub shapes: Shapes,
+    /// Set while the data listener accepts connections (`/ready` needs it).
+    pub listening: AtomicBool,
+    /// Set when the proxy starts draining (SIGTERM): `/ready` answers 503 from then on.
+    pub draining: AtomicBool,
+    /// Where the admin server listens, once it does.
+    pub admin_addr: OnceLock<SocketAddr>,
 }
 
 impl Context {
@@ -36,6 +49,10 @@ impl Context {
             cache,
             encode: EncodeOptions { server_time_zone },
             metrics: Metrics::default(),
+            shapes: Shapes::default(),
+            listening: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            admin_addr: OnceLock::new(),
             cfg,
         })
     }

@@ -3,15 +3,20 @@
 //!
 //! # Layout
 //! - [`config`]: flags and `AUTOPREP_*` environment variables.
-//! - [`context`]: what all sessions share (cache, metrics, encoder options).
+//! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
+//!   thread.
+//! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
+//! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
+//! - [`shapes`]: per-statement-shape statistics.
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`writer`]: per-socket writer tasks (batching, v5 framing).
 //! - [`protocol_error`]: ERROR frames for malformed client input.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod config;
 pub mod context;
 pub mod metrics;
@@ -19,5 +24,6 @@ pub mod protocol_error;
 pub mod rewrite;
 pub mod server;
 pub mod session;
+pub mod shapes;
 pub mod streams;
 pub mod writer;

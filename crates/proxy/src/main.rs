@@ -1,5 +1,5 @@
-//! The `autoprep` binary: parses the configuration, sets up logging and runs the listener
-//! until SIGINT or SIGTERM.
+//! The `autoprep` binary: parses the configuration, sets up logging, starts the admin server
+//! (when `--admin` is set) and runs the listener until SIGINT or SIGTERM.
 
 use anyhow::Context;
 use autoprep::config::Config;
@@ -22,6 +22,10 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("bind {}", cfg.listen))?;
         tracing::info!(listen = %listener.local_addr()?, upstream = %cfg.upstream, rewrite = cfg.rewrite, "autoprep listening");
         let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
+        if let Some(admin) = ctx.cfg.admin.clone() {
+            // Its own thread and runtime: it answers even when this runtime is saturated.
+            autoprep::admin::spawn(&admin, ctx.clone())?;
+        }
         autoprep::server::run(listener, ctx, shutdown_signal()).await;
         Ok(())
     })

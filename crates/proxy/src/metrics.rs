@@ -1,9 +1,20 @@
-//! Process-wide counters. Labels are bounded: opcodes by spec name, pass-through reasons from
-//! fixed strings. Never a literal or bound value.
+//! Process-wide counters, and their rendering in the Prometheus text exposition format
+//! (version 0.0.4) for the admin server's `/metrics`. Labels are bounded: opcodes by spec name,
+//! pass-through reasons from fixed strings. Never a literal or bound value.
+//!
+//! Design justification: the counters are plain atomics bumped on the data path, and the text
+//! format is written by hand from a snapshot at scrape time. A metrics library would put its
+//! own locks (prometheus-client's histogram takes a lock per observation) and registry types
+//! on the data path for a format that is a few lines of `write!`.
 
+use crate::streams::Tag;
+use autoprep_cache::CacheStats;
+use autoprep_protocol::envelope::Opcode;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The counters of one proxy process.
 #[derive(Debug, Default)]
@@ -19,7 +30,10 @@ pub struct Metrics {
     pub prepares_failed: AtomicU64,
     pub unprepared_recoveries: AtomicU64,
     pub bytes_from_clients: AtomicU64,
-    pub bytes_to_clients: AtomicU64,
+    /// Shared with the client writer tasks, which count what they write.
+    pub bytes_to_clients: Arc<AtomicU64>,
+    /// From a request taking its upstream stream id to its response going to the client writer.
+    pub request_duration: Histogram,
 }
 
 impl Metrics {
@@ -58,5 +72,429 @@ impl Metrics {
     /// Adds one to a counter.
     pub fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A response is going to the client: observes how long its request took, overall and for
+    /// its statement shape.
+    pub fn responded(&self, tag: Tag) {
+        let Some(started) = tag.started else { return };
+        let took = started.elapsed();
+        self.request_duration.observe(took);
+        if let Some(shape) = tag.shape {
+            shape.observe_latency(took);
+        }
+    }
+
+    /// Writes every metric in the Prometheus text format. `cache` is a snapshot of the prepared
+    /// cache; `shapes` is how many statement shapes `/shapes` tracks now.
+    pub fn encode(&self, cache: &CacheStats, shapes: usize, out: &mut String) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut e = Encoder(out);
+
+        e.head(
+            "autoprep_client_connections",
+            "gauge",
+            "Client connections open now.",
+        );
+        e.sample(
+            "autoprep_client_connections",
+            &[],
+            load(&self.client_connections),
+        );
+        e.head(
+            "autoprep_client_connections_total",
+            "counter",
+            "Client connections accepted.",
+        );
+        e.sample(
+            "autoprep_client_connections_total",
+            &[],
+            load(&self.connections_total),
+        );
+
+        // Opcodes outside the table and opcode 4 (unused) share the name UNKNOWN: one series.
+        let (by_opcode, other) = self.requests();
+        let mut requests: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for (op, n) in by_opcode {
+            *requests.entry(Opcode(op).name()).or_default() += n;
+        }
+        if other > 0 {
+            *requests.entry("UNKNOWN").or_default() += other;
+        }
+        e.head(
+            "autoprep_requests_total",
+            "counter",
+            "Client requests, by opcode.",
+        );
+        for (op, n) in requests {
+            e.sample("autoprep_requests_total", &[("opcode", op)], n);
+        }
+
+        e.head(
+            "autoprep_queries_total",
+            "counter",
+            "QUERY requests: rewritten into an EXECUTE, or passed through unchanged (with why).",
+        );
+        e.sample(
+            "autoprep_queries_total",
+            &[("outcome", "rewritten"), ("reason", "")],
+            load(&self.queries_rewritten),
+        );
+        for (reason, n) in self.passthrough_reasons() {
+            e.sample(
+                "autoprep_queries_total",
+                &[("outcome", "passthrough"), ("reason", reason)],
+                n,
+            );
+        }
+
+        e.head(
+            "autoprep_prepares_total",
+            "counter",
+            "PREPAREs the proxy sent on its own, by result.",
+        );
+        e.sample(
+            "autoprep_prepares_total",
+            &[("result", "ok")],
+            load(&self.prepares_ok),
+        );
+        e.sample(
+            "autoprep_prepares_total",
+            &[("result", "failed")],
+            load(&self.prepares_failed),
+        );
+        e.head(
+            "autoprep_unprepared_recoveries_total",
+            "counter",
+            "UNPREPARED answers to rewritten statements, replayed as the original QUERY.",
+        );
+        e.sample(
+            "autoprep_unprepared_recoveries_total",
+            &[],
+            load(&self.unprepared_recoveries),
+        );
+
+        e.head(
+            "autoprep_cache_entries",
+            "gauge",
+            "Prepared statements in the proxy's cache.",
+        );
+        e.sample("autoprep_cache_entries", &[], cache.entries as u64);
+        e.head(
+            "autoprep_cache_bytes",
+            "gauge",
+            "Approximate size of the prepared cache.",
+        );
+        e.sample("autoprep_cache_bytes", &[], cache.bytes as u64);
+        e.head(
+            "autoprep_cache_negative_entries",
+            "gauge",
+            "Shapes known not to prepare, passed through until their entry expires.",
+        );
+        e.sample(
+            "autoprep_cache_negative_entries",
+            &[],
+            cache.negative_entries as u64,
+        );
+        e.head(
+            "autoprep_cache_lookups_total",
+            "counter",
+            "Prepared cache lookups, by result.",
+        );
+        e.sample(
+            "autoprep_cache_lookups_total",
+            &[("result", "hit")],
+            cache.hits,
+        );
+        e.sample(
+            "autoprep_cache_lookups_total",
+            &[("result", "miss")],
+            cache.misses,
+        );
+        e.head(
+            "autoprep_cache_evictions_total",
+            "counter",
+            "Prepared statements evicted from the proxy's cache to stay within its limits.",
+        );
+        e.sample("autoprep_cache_evictions_total", &[], cache.evictions);
+        e.head(
+            "autoprep_cache_invalidations_total",
+            "counter",
+            "Prepared statements forgotten because the server no longer knew them.",
+        );
+        e.sample(
+            "autoprep_cache_invalidations_total",
+            &[],
+            cache.invalidations,
+        );
+
+        e.head(
+            "autoprep_shapes_tracked",
+            "gauge",
+            "Statement shapes with statistics in /shapes.",
+        );
+        e.sample("autoprep_shapes_tracked", &[], shapes as u64);
+
+        e.head(
+            "autoprep_received_bytes_total",
+            "counter",
+            "Bytes read from client connections.",
+        );
+        e.sample(
+            "autoprep_received_bytes_total",
+            &[],
+            load(&self.bytes_from_clients),
+        );
+        e.head(
+            "autoprep_sent_bytes_total",
+            "counter",
+            "Bytes written to client connections.",
+        );
+        e.sample(
+            "autoprep_sent_bytes_total",
+            &[],
+            load(&self.bytes_to_clients),
+        );
+
+        e.head(
+            "autoprep_request_duration_seconds",
+            "histogram",
+            "Time from a request taking its upstream stream id to its response being handed to the client writer.",
+        );
+        self.request_duration
+            .encode("autoprep_request_duration_seconds", &mut e);
+    }
+}
+
+/// Histogram bucket upper bounds: in nanoseconds, and as written in the `le` label.
+/// 50 µs (a fast point read on loopback) to 10 s (a timed-out request).
+const BUCKETS: [(u64, &str); 17] = [
+    (50_000, "0.00005"),
+    (100_000, "0.0001"),
+    (250_000, "0.00025"),
+    (500_000, "0.0005"),
+    (1_000_000, "0.001"),
+    (2_500_000, "0.0025"),
+    (5_000_000, "0.005"),
+    (10_000_000, "0.01"),
+    (25_000_000, "0.025"),
+    (50_000_000, "0.05"),
+    (100_000_000, "0.1"),
+    (250_000_000, "0.25"),
+    (500_000_000, "0.5"),
+    (1_000_000_000, "1"),
+    (2_500_000_000, "2.5"),
+    (5_000_000_000, "5"),
+    (10_000_000_000, "10"),
+];
+
+/// A fixed-bucket histogram of durations: one relaxed atomic add per bucket hit and one for the
+/// sum, no lock.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Per bucket (not cumulative); the last one is above the largest bound.
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one duration.
+    pub fn observe(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let i = BUCKETS.partition_point(|(bound, _)| *bound < ns);
+        if let Some(c) = self.counts.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_nanos.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// How many durations were recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    fn encode(&self, name: &str, e: &mut Encoder<'_>) {
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0;
+        for ((_, le), c) in BUCKETS.iter().zip(&self.counts) {
+            cumulative += c.load(Ordering::Relaxed);
+            e.sample(&bucket, &[("le", le)], cumulative);
+        }
+        if let Some(c) = self.counts.last() {
+            cumulative += c.load(Ordering::Relaxed);
+        }
+        e.sample(&bucket, &[("le", "+Inf")], cumulative);
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(e.0, "{name}_sum {sum}");
+        e.sample(&format!("{name}_count"), &[], cumulative);
+    }
+}
+
+/// Writes lines of the text format.
+struct Encoder<'a>(&'a mut String);
+
+impl Encoder<'_> {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                self.0.push_str(k);
+                self.0.push_str("=\"");
+                escape_label_value(v, self.0);
+                self.0.push('"');
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// Label values escape backslash, double quote and line feed (the text format's rules).
+fn escape_label_value(v: &str, out: &mut String) {
+    for ch in v.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of the sample whose line starts with `series ` (name and labels as written).
+    fn value(text: &str, series: &str) -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn text_format() {
+        let m = Metrics::default();
+        Metrics::inc(&m.client_connections);
+        m.request(Opcode::QUERY.0);
+        m.request(Opcode::QUERY.0);
+        m.request(Opcode::STARTUP.0);
+        m.request(4); // unused opcode: UNKNOWN
+        m.request(200); // outside the table: UNKNOWN as well, one series
+        Metrics::inc(&m.queries_rewritten);
+        m.passthrough("preparing");
+        m.passthrough("preparing");
+        m.passthrough("lex error");
+        Metrics::inc(&m.prepares_ok);
+        m.bytes_from_clients.fetch_add(1234, Ordering::Relaxed);
+        m.bytes_to_clients.fetch_add(99, Ordering::Relaxed);
+        m.request_duration.observe(Duration::from_micros(40));
+        m.request_duration.observe(Duration::from_micros(50)); // on a bound: that bucket
+        m.request_duration.observe(Duration::from_millis(3));
+        m.request_duration.observe(Duration::from_secs(11));
+        let cache = CacheStats {
+            entries: 7,
+            evictions: 3,
+            hits: 10,
+            misses: 2,
+            ..CacheStats::default()
+        };
+        let mut out = String::new();
+        m.encode(&cache, 5, &mut out);
+
+        let v = |s: &str| value(&out, s).unwrap_or_else(|| panic!("no {s} in\n{out}"));
+        assert_eq!(v("autoprep_client_connections"), "1");
+        assert_eq!(v("autoprep_requests_total{opcode=\"QUERY\"}"), "2");
+        assert_eq!(v("autoprep_requests_total{opcode=\"STARTUP\"}"), "1");
+        assert_eq!(v("autoprep_requests_total{opcode=\"UNKNOWN\"}"), "2");
+        assert_eq!(
+            v("autoprep_queries_total{outcome=\"rewritten\",reason=\"\"}"),
+            "1"
+        );
+        assert_eq!(
+            v("autoprep_queries_total{outcome=\"passthrough\",reason=\"preparing\"}"),
+            "2"
+        );
+        assert_eq!(
+            v("autoprep_queries_total{outcome=\"passthrough\",reason=\"lex error\"}"),
+            "1"
+        );
+        assert_eq!(v("autoprep_prepares_total{result=\"ok\"}"), "1");
+        assert_eq!(v("autoprep_prepares_total{result=\"failed\"}"), "0");
+        assert_eq!(v("autoprep_unprepared_recoveries_total"), "0");
+        assert_eq!(v("autoprep_cache_entries"), "7");
+        assert_eq!(v("autoprep_cache_evictions_total"), "3");
+        assert_eq!(v("autoprep_cache_lookups_total{result=\"hit\"}"), "10");
+        assert_eq!(v("autoprep_shapes_tracked"), "5");
+        assert_eq!(v("autoprep_received_bytes_total"), "1234");
+        assert_eq!(v("autoprep_sent_bytes_total"), "99");
+
+        let h = "autoprep_request_duration_seconds";
+        assert_eq!(v(&format!("{h}_bucket{{le=\"0.00005\"}}")), "2");
+        assert_eq!(v(&format!("{h}_bucket{{le=\"0.0025\"}}")), "2");
+        assert_eq!(v(&format!("{h}_bucket{{le=\"0.005\"}}")), "3");
+        assert_eq!(v(&format!("{h}_bucket{{le=\"10\"}}")), "3");
+        assert_eq!(v(&format!("{h}_bucket{{le=\"+Inf\"}}")), "4");
+        assert_eq!(v(&format!("{h}_count")), "4");
+        let sum: f64 = v(&format!("{h}_sum")).parse().unwrap();
+        assert!((sum - 11.00309).abs() < 1e-9, "{sum}");
+        assert_eq!(m.request_duration.count(), 4);
+
+        // Every metric has HELP and TYPE before its samples, once; every other line is a sample
+        // of the metric last declared.
+        let mut declared: Vec<&str> = Vec::new();
+        for line in out.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                assert!(!declared.contains(&name), "{name} declared twice");
+                declared.push(name);
+            } else if !line.starts_with("# HELP ") {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let family = declared.last().unwrap();
+                assert!(
+                    name == *family
+                        || ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .any(|s| name == format!("{family}{s}")),
+                    "{line} after TYPE {family}"
+                );
+                assert!(
+                    line.rsplit(' ').next().unwrap().parse::<f64>().is_ok(),
+                    "{line}"
+                );
+            }
+        }
+        assert!(out.ends_with('\n'));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut out = String::new();
+        escape_label_value("a\"b\\c\nd", &mut out);
+        assert_eq!(out, "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn responded_observes_overall_and_per_shape() {
+        let m = Metrics::default();
+        let shapes = crate::shapes::Shapes::new(2);
+        let shape = shapes.enter([1; 16], None, "SELECT * FROM t WHERE k = ?");
+        m.responded(Tag {
+            started: Some(std::time::Instant::now()),
+            shape: Some(shape),
+        });
+        m.responded(Tag::default()); // untimed: nothing
+        assert_eq!(m.request_duration.count(), 1);
+        assert_eq!(shapes.top(1)[0].latency_samples, 1);
     }
 }

@@ -8,6 +8,7 @@
 //! sent a QUERY and expects metadata.
 
 use crate::context::Context;
+use crate::shapes::ShapeRef;
 use autoprep_cache::{Lookup, ShapeKey};
 use autoprep_protocol::cql::normalize::{normalize, Normalized, NotCandidate, Shape, Slot};
 use autoprep_protocol::envelope::{
@@ -162,7 +163,9 @@ fn client_values_fit(shape: &Shape<'_>, values: Option<Values<'_>>) -> Result<()
 }
 
 /// Decides the fate of a QUERY whose (decompressed) body is `body`.
-/// `scratch` is a buffer the caller reuses between calls.
+/// `scratch` is a buffer the caller reuses between calls. When the text normalized to a shape,
+/// `shape_stats` receives the shape's statistics (its execution counted), for the caller to record
+/// the outcome and latency on.
 pub fn decide(
     ctx: &Context,
     header: &Header,
@@ -170,6 +173,7 @@ pub fn decide(
     conn_keyspace: Option<&str>,
     now: Instant,
     scratch: &mut Vec<u8>,
+    shape_stats: &mut Option<ShapeRef>,
 ) -> Decision {
     let version = header.version;
     let Ok(req) = RequestBody::parse(header, body) else {
@@ -204,6 +208,7 @@ pub fn decide(
     }
     let keyspace = params.keyspace.or(conn_keyspace);
     let fingerprint = shape.fingerprint(keyspace);
+    *shape_stats = Some(ctx.shapes.enter(fingerprint, keyspace, &shape.text));
     let key = ShapeKey {
         node: NODE,
         fingerprint,

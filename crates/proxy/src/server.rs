@@ -1,10 +1,12 @@
 //! The listener: accepts client connections and runs a session for each.
 
+use crate::admin;
 use crate::config::Config;
 use crate::context::Context;
 use crate::session;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -13,6 +15,7 @@ use tracing::{info, warn};
 /// Accepts connections on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
+    ctx.listening.store(true, Ordering::Relaxed);
     let mut next_id = 0u64;
     loop {
         tokio::select! {
@@ -28,6 +31,7 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future
                 }
             },
             () = &mut shutdown => {
+                ctx.listening.store(false, Ordering::Relaxed);
                 info!("listener stopped");
                 return;
             }
@@ -36,11 +40,17 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future
 }
 
 /// Binds `cfg.listen` and serves in the background on the current runtime; returns the bound
-/// address. Used by tests and benchmarks.
+/// address. Starts the admin server too when `cfg.admin` is set (its address is then in
+/// `ctx.admin_addr`). Used by tests and benchmarks.
 pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
     let ctx = Arc::new(Context::new(cfg)?);
+    // Bound is listening (the kernel queues connections), even before `run` first polls.
+    ctx.listening.store(true, Ordering::Relaxed);
+    if let Some(admin) = ctx.cfg.admin.clone() {
+        admin::spawn(&admin, ctx.clone())?;
+    }
     tokio::spawn(run(listener, ctx.clone(), std::future::pending()));
     Ok((addr, ctx))
 }

@@ -9,6 +9,7 @@ use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
+use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
 use autoprep_cache::PreparedEntry;
@@ -125,7 +126,9 @@ async fn serve(client: TcpStream, ctx: &Context) {
     let (upstream_rd, upstream_wr) = upstream.into_split();
     let (to_client, client_rx) = mpsc::channel(CHANNEL_DEPTH);
     let (to_upstream, upstream_rx) = mpsc::channel(CHANNEL_DEPTH);
-    let client_writer = tokio::spawn(writer::run(client_rx, client_wr).in_current_span());
+    let sent = Some(ctx.metrics.bytes_to_clients.clone());
+    let client_writer =
+        tokio::spawn(writer::run_counted(client_rx, client_wr, sent).in_current_span());
     let upstream_writer = tokio::spawn(writer::run(upstream_rx, upstream_wr).in_current_span());
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
@@ -306,6 +309,21 @@ async fn allocate(shared: &Shared, pending: Pending) -> i16 {
     }
 }
 
+/// [`allocate`] for a QUERY, tagging its id with the statement shape (for `/shapes`).
+async fn allocate_tagged(
+    shared: &Shared,
+    mut pending: Pending,
+    mut shape: Option<ShapeRef>,
+) -> i16 {
+    loop {
+        match shared.lock().streams.allocate_tagged(pending, shape) {
+            Ok(id) => return id,
+            Err(back) => (pending, shape) = back,
+        }
+        shared.freed.notified().await;
+    }
+}
+
 async fn send_upstream(
     to_upstream: &mpsc::Sender<Out>,
     mut frame: BytesMut,
@@ -343,11 +361,13 @@ async fn forward_request(
         };
         let now = Instant::now();
         let ks = keyspace.as_deref();
+        let mut shape = None;
         let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
             Some(body) if is_batch => rewrite::decide_batch(ctx, &header, &body, ks, now, scratch),
-            Some(body) => rewrite::decide(ctx, &header, &body, ks, now, scratch),
+            Some(body) => rewrite::decide(ctx, &header, &body, ks, now, scratch, &mut shape),
             None => Decision::pass("undecodable body"),
         };
+        shapes::record_outcome(shape.as_deref(), &decision);
         match decision {
             Decision::Execute { frame, used } => {
                 Metrics::inc(&ctx.metrics.queries_rewritten);
@@ -356,7 +376,7 @@ async fn forward_request(
                     original: env.into_frame().freeze(),
                     used,
                 };
-                let up = allocate(shared, pending).await;
+                let up = allocate_tagged(shared, pending, shape).await;
                 return send_upstream(to_upstream, frame, up).await;
             }
             Decision::PassThrough {
@@ -369,7 +389,7 @@ async fn forward_request(
                     stream,
                     use_keyspace,
                 };
-                let up = allocate(shared, pending).await;
+                let up = allocate_tagged(shared, pending, shape).await;
                 send_upstream(to_upstream, env.into_frame(), up).await?;
                 for p in prepare {
                     send_prepare(p, header.version, shared, to_upstream).await?;
@@ -449,7 +469,7 @@ async fn upstream_to_client(
             };
             let header = *env.header();
             if header.stream.0 >= 0 {
-                let pending = shared.lock().streams.release(header.stream.0);
+                let (pending, tag) = shared.lock().streams.release_tagged(header.stream.0);
                 shared.freed.notify_one();
                 let Some(pending) = pending else {
                     warn!(
@@ -459,7 +479,10 @@ async fn upstream_to_client(
                     continue;
                 };
                 match on_response(env, pending, ctx, shared, &to_upstream).await {
-                    Ok(Some(e)) => env = e,
+                    Ok(Some(e)) => {
+                        ctx.metrics.responded(tag);
+                        env = e
+                    }
                     Ok(None) => continue,
                     Err(end) => return end,
                 }
@@ -650,6 +673,7 @@ fn prepared(
         }
         None => {
             Metrics::inc(&ctx.metrics.prepares_failed);
+            ctx.shapes.prepare_failed(&fingerprint);
             debug!("PREPARE of a shape failed; it passes through for a while");
             ctx.cache
                 .failed(rewrite::NODE, fingerprint, "prepare failed", now);

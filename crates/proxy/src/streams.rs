@@ -1,6 +1,12 @@
 //! Upstream stream ids. The proxy owns the ids it uses toward the server: each client request
 //! (and each request the proxy makes itself) takes a free id from a bitmap, and the response's
 //! id finds the request again. When every id is taken, callers wait (backpressure).
+//!
+//! Beside each id the table keeps a [`Tag`] for the admin statistics: when the request took
+//! the id and the statement shape it runs.
+
+use crate::shapes::ShapeRef;
+use std::time::Instant;
 
 /// Stream ids 0..=32767 are the client's side of the protocol (negative ids are the server's).
 pub const STREAM_COUNT: usize = 32768;
@@ -37,11 +43,24 @@ impl Pending {
     }
 }
 
+/// What the admin statistics need about a request in flight.
+#[derive(Debug, Clone, Default)]
+pub struct Tag {
+    /// When the request took its id. Kept across a replay under the same id
+    /// ([`StreamTable::allocate_exact`]), so a replayed request counts from its first send.
+    pub started: Option<Instant>,
+    /// The statement shape of a normalized QUERY.
+    pub shape: Option<ShapeRef>,
+}
+
 /// A bitmap allocator with the pending request of every id in use.
 #[derive(Debug)]
 pub struct StreamTable {
     free_bits: Vec<u64>,
     slots: Vec<Option<Pending>>,
+    /// Indexed by id like `slots`, grown only as far as the highest id used (ids are reused
+    /// from the low end, so this stays short unless the connection is very busy).
+    tags: Vec<Tag>,
     cursor: usize,
     in_use: usize,
 }
@@ -68,6 +87,7 @@ impl StreamTable {
         StreamTable {
             free_bits,
             slots: vec![None; capacity],
+            tags: Vec::new(),
             cursor: 0,
             in_use: 0,
         }
@@ -76,6 +96,13 @@ impl StreamTable {
     /// Takes a free id for `pending`, or `None` when all are in use. Ids are handed out
     /// round-robin so a late response to an id never meets a fresh request under it soon.
     pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
+        let (idx, id) = self.take_free_id()?;
+        self.slots[idx] = Some(pending);
+        self.set_tag(idx, None);
+        Some(id)
+    }
+
+    fn take_free_id(&mut self) -> Option<(usize, i16)> {
         if self.in_use == self.slots.len() {
             return None;
         }
@@ -85,16 +112,58 @@ impl StreamTable {
             let word = self.free_bits[w];
             if word != 0 {
                 let bit = word.trailing_zeros() as usize;
+                let idx = w * 64 + bit;
+                // idx < 32768, so it fits in i16.
+                let id = i16::try_from(idx).ok()?;
                 self.free_bits[w] &= !(1u64 << bit);
-                let id = w * 64 + bit;
-                self.slots[id] = Some(pending);
                 self.in_use += 1;
                 self.cursor = w;
-                // id < 32768, so it fits in i16.
-                return i16::try_from(id).ok();
+                return Some((idx, id));
             }
         }
         None
+    }
+
+    /// Like [`StreamTable::allocate`], and tags the request with its statement shape. When all
+    /// ids are in use, hands both back.
+    pub fn allocate_tagged(
+        &mut self,
+        pending: Pending,
+        shape: Option<ShapeRef>,
+    ) -> Result<i16, (Pending, Option<ShapeRef>)> {
+        let Some((idx, id)) = self.take_free_id() else {
+            return Err((pending, shape));
+        };
+        self.slots[idx] = Some(pending);
+        self.set_tag(idx, shape);
+        Ok(id)
+    }
+
+    fn set_tag(&mut self, idx: usize, shape: Option<ShapeRef>) {
+        if self.tags.len() <= idx {
+            self.tags.resize_with(idx + 1, Tag::default);
+        }
+        self.tags[idx] = Tag {
+            started: Some(Instant::now()),
+            shape,
+        };
+    }
+
+    /// Releases `id` like [`StreamTable::release`], also returning its tag. The start time
+    /// stays behind for a replay under the same id; the shape goes with the tag.
+    pub fn release_tagged(&mut self, id: i16) -> (Option<Pending>, Tag) {
+        let pending = self.release(id);
+        let tag = match (
+            &pending,
+            usize::try_from(id).ok().and_then(|i| self.tags.get_mut(i)),
+        ) {
+            (Some(_), Some(t)) => Tag {
+                started: t.started,
+                shape: t.shape.take(),
+            },
+            _ => Tag::default(),
+        };
+        (pending, tag)
     }
 
     /// Releases `id`, returning what it was used for (`None` for an id not in use).
@@ -173,6 +242,40 @@ mod tests {
         assert_eq!(t.release(3), None);
         t.release(1);
         assert_eq!(t.allocate(Pending::client(9)), Some(1));
+    }
+
+    #[test]
+    fn tags_follow_the_request_and_survive_a_replay() {
+        let shapes = crate::shapes::Shapes::new(4);
+        let shape = shapes.enter([1; 16], None, "SELECT * FROM t WHERE k = ?");
+        let mut t = StreamTable::new();
+        let id = t.allocate_tagged(Pending::client(3), Some(shape)).unwrap();
+        let (pending, tag) = t.release_tagged(id);
+        assert_eq!(pending, Some(Pending::client(3)));
+        let started = tag.started.unwrap();
+        assert!(tag.shape.is_some());
+        // A replay under the same id keeps the first start time.
+        t.allocate_exact(id, Pending::client(3));
+        let (_, again) = t.release_tagged(id);
+        assert_eq!(again.started, Some(started));
+        assert!(again.shape.is_none());
+        // An id not in use has no tag.
+        let (none, tag) = t.release_tagged(id);
+        assert!(none.is_none() && tag.started.is_none());
+        // A plain allocation is timed but has no shape.
+        let id = t.allocate(Pending::client(4)).unwrap();
+        let (_, tag) = t.release_tagged(id);
+        assert!(tag.started.is_some() && tag.shape.is_none());
+    }
+
+    #[test]
+    fn tagged_allocation_hands_back_when_full() {
+        let mut t = StreamTable::new();
+        for i in 0..STREAM_COUNT {
+            t.allocate(Pending::client(i as i16)).unwrap();
+        }
+        let back = t.allocate_tagged(Pending::client(9), None).unwrap_err();
+        assert_eq!(back.0, Pending::client(9));
     }
 
     proptest! {

@@ -4,6 +4,8 @@
 
 use autoprep_protocol::segment::SegmentEncoder;
 use bytes::BytesMut;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
@@ -22,7 +24,17 @@ const BATCH_BYTES: usize = 256 * 1024;
 
 /// Writes until the channel closes (every sender dropped) or the socket fails, then shuts the
 /// socket's write side down. Returns the number of bytes written.
-pub async fn run(mut rx: mpsc::Receiver<Out>, mut sock: OwnedWriteHalf) -> std::io::Result<u64> {
+pub async fn run(rx: mpsc::Receiver<Out>, sock: OwnedWriteHalf) -> std::io::Result<u64> {
+    run_counted(rx, sock, None).await
+}
+
+/// Like [`run`], also adding every write's size to `sent` as it happens (the metrics' bytes
+/// out).
+pub async fn run_counted(
+    mut rx: mpsc::Receiver<Out>,
+    mut sock: OwnedWriteHalf,
+    sent: Option<Arc<AtomicU64>>,
+) -> std::io::Result<u64> {
     let mut framing: Option<SegmentEncoder> = None;
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut written = 0u64;
@@ -53,6 +65,9 @@ pub async fn run(mut rx: mpsc::Receiver<Out>, mut sock: OwnedWriteHalf) -> std::
         }
         sock.write_all(&out).await?;
         written += out.len() as u64;
+        if let Some(sent) = &sent {
+            sent.fetch_add(out.len() as u64, Ordering::Relaxed);
+        }
         out.clear();
     }
     let _ = sock.shutdown().await;

@@ -1,0 +1,323 @@
+//! The admin server: HTTP/1.1 on its own port (`--admin`, `AUTOPREP_ADMIN`).
+//!
+//! - `GET /live`: 200 while the process runs.
+//! - `GET /ready`: 200 once the data listener accepts connections and the upstream node answers
+//!   OPTIONS with SUPPORTED (probed at most once a second, with a timeout); 503 with the reason
+//!   otherwise, and from the moment the proxy starts draining.
+//! - `GET /metrics`: the Prometheus text format (see [`crate::metrics`]).
+//! - `GET /shapes[?limit=N]`: JSON of the most executed statement shapes (see
+//!   [`crate::shapes`]); never a literal value.
+//!
+//! Design justification: the server runs on a thread of its own with a single-threaded tokio
+//! runtime. Health checks and scrapes must answer while the data path is saturated, and a
+//! runtime whose workers are all busy forwarding would queue them behind the traffic; a second
+//! runtime on its own OS thread is scheduled by the kernel like any other thread.
+
+use crate::context::Context;
+use autoprep_protocol::envelope::{
+    Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
+};
+use bytes::{Bytes, BytesMut};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tracing::{debug, info, warn};
+
+/// How long a readiness probe result is reused.
+const PROBE_TTL: Duration = Duration::from_secs(1);
+
+/// How long the upstream gets to accept the probe's connection and answer OPTIONS. Below the
+/// one-second default timeout of a Kubernetes probe, so that a slow upstream reads as "not
+/// ready" rather than as a probe failure.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// Admin connections served at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Shapes in `/shapes` unless `?limit=` says otherwise.
+const DEFAULT_SHAPES: usize = 100;
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const JSON: &str = "application/json";
+
+/// Binds `addr` and serves the admin endpoints on a thread of its own until the process ends.
+/// Returns the bound address (also stored in `ctx.admin_addr`).
+pub fn spawn(addr: &str, ctx: Arc<Context>) -> anyhow::Result<SocketAddr> {
+    // Bound here, on the caller's thread, so that a bad address fails the start.
+    let std_listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("--admin: bind {addr}: {e}"))?;
+    std_listener.set_nonblocking(true)?;
+    let local = std_listener.local_addr()?;
+    let _ = ctx.admin_addr.set(local);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("autoprep-admin".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                match TcpListener::from_std(std_listener) {
+                    Ok(listener) => serve(listener, ctx).await,
+                    Err(e) => warn!(error = %e, "admin listener unusable"),
+                }
+            })
+        })?;
+    info!(admin = %local, "admin server listening");
+    Ok(local)
+}
+
+/// Accepts admin connections forever.
+async fn serve(listener: TcpListener, ctx: Arc<Context>) {
+    let state = Arc::new(State {
+        ctx,
+        readiness: Mutex::new(None),
+    });
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                warn!(error = %e, "admin accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            debug!(%peer, "too many admin connections; closed");
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(req, &state).await) }
+            });
+            let served = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(sock), svc)
+                .await;
+            if let Err(e) = served {
+                debug!(%peer, error = %e, "admin connection ended");
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// The admin server's own state.
+struct State {
+    ctx: Arc<Context>,
+    /// The last upstream probe: when, and its result.
+    readiness: Mutex<Option<(Instant, Result<(), String>)>>,
+}
+
+async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "method not allowed\n");
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let ctx = &state.ctx;
+    match req.uri().path() {
+        "/live" => reply(StatusCode::OK, TEXT, "live\n"),
+        "/ready" => match ready(state).await {
+            Ok(()) => reply(StatusCode::OK, TEXT, "ready\n"),
+            Err(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                format!("not ready: {why}\n"),
+            ),
+        },
+        "/metrics" => reply(StatusCode::OK, PROMETHEUS_TEXT, metrics_text(ctx)),
+        "/shapes" => {
+            let limit = query_param(req.uri().query(), "limit")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_SHAPES);
+            reply(StatusCode::OK, JSON, shapes_json(ctx, limit))
+        }
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            "not found: try /live, /ready, /metrics, /shapes\n",
+        ),
+    }
+}
+
+fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The body of `/metrics`.
+pub fn metrics_text(ctx: &Context) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    ctx.metrics
+        .encode(&ctx.cache.stats(), ctx.shapes.len(), &mut out);
+    out
+}
+
+#[derive(Serialize)]
+struct ShapesBody {
+    /// Shapes tracked now (at most [`crate::shapes::MAX_SHAPES`]).
+    tracked: usize,
+    /// Shapes forgotten to stay within that bound.
+    evicted: u64,
+    /// The most executed first.
+    shapes: Vec<crate::shapes::ShapeSnapshot>,
+}
+
+/// The body of `/shapes`.
+pub fn shapes_json(ctx: &Context, limit: usize) -> String {
+    let body = ShapesBody {
+        tracked: ctx.shapes.len(),
+        evicted: ctx.shapes.evicted(),
+        shapes: ctx.shapes.top(limit),
+    };
+    let mut s = serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// Ready: listening, not draining, and the upstream answers (a cached probe).
+async fn ready(state: &State) -> Result<(), String> {
+    let ctx = &state.ctx;
+    if ctx.draining.load(Ordering::Relaxed) {
+        return Err("draining".into());
+    }
+    if !ctx.listening.load(Ordering::Relaxed) {
+        return Err("the CQL listener is not accepting connections".into());
+    }
+    let cached = state
+        .readiness
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < PROBE_TTL)
+        .map(|(_, r)| r.clone());
+    if let Some(r) = cached {
+        return r;
+    }
+    let upstream = &ctx.cfg.upstream;
+    let result = match tokio::time::timeout(PROBE_TIMEOUT, probe(upstream)).await {
+        Ok(r) => r.map_err(|e| format!("upstream {upstream}: {e}")),
+        Err(_) => Err(format!(
+            "upstream {upstream}: no answer to OPTIONS within {} ms",
+            PROBE_TIMEOUT.as_millis()
+        )),
+    };
+    *state.readiness.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some((Instant::now(), result.clone()));
+    result
+}
+
+/// Connects to the upstream node and asks OPTIONS (protocol v4, which every supported server
+/// speaks); SUPPORTED means it answers CQL.
+pub async fn probe(upstream: &str) -> Result<(), String> {
+    let mut sock = TcpStream::connect(upstream)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let options = Envelope::new(
+        Header {
+            version: ProtocolVersion::V4,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(0),
+            opcode: Opcode::OPTIONS,
+            length: 0,
+        },
+        &[],
+    )
+    .into_frame();
+    sock.write_all(&options)
+        .await
+        .map_err(|e| format!("send OPTIONS: {e}"))?;
+    // SUPPORTED is a few hundred bytes; anything far larger is not a CQL answer to OPTIONS.
+    let decoder = EnvelopeDecoder::new(Direction::Response, 64 * 1024);
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        match decoder.decode(&mut buf) {
+            Ok(Some(env)) if env.header().opcode == Opcode::SUPPORTED => return Ok(()),
+            Ok(Some(env)) => {
+                return Err(format!(
+                    "answered OPTIONS with {}",
+                    env.header().opcode.name()
+                ))
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("not a CQL answer: {e}")),
+        }
+        match sock.read_buf(&mut buf).await {
+            Ok(0) => return Err("closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_params() {
+        assert_eq!(query_param(Some("limit=5"), "limit"), Some("5"));
+        assert_eq!(query_param(Some("a=1&limit=7"), "limit"), Some("7"));
+        assert_eq!(query_param(Some("limitx=7"), "limit"), None);
+        assert_eq!(query_param(None, "limit"), None);
+    }
+
+    #[tokio::test]
+    async fn probe_of_a_closed_port_fails() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        assert!(probe(&addr).await.unwrap_err().starts_with("connect"));
+    }
+
+    #[tokio::test]
+    async fn probe_of_a_non_cql_server_fails() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        });
+        assert!(probe(&addr).await.is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! Per-shape statistics for the admin server's `/shapes`: for each statement shape the
+//! normalizer produced, how often it ran, how often it was rewritten or passed through (and
+//! why), how often its PREPARE failed, and its mean latency.
+//!
+//! Only shapes are recorded, never the text of a statement that was not normalized (it may hold
+//! literal values). Even a shape's canonical text may keep some literals inline (the selection
+//! clause, function arguments, arithmetic operands: see the normalizer's module doc), so the
+//! text shown is the canonical text with every remaining constant replaced by
+//! [`REDACTED`], computed once when a shape is first seen.
+//!
+//! Cost on the data path: [`Shapes::enter`] takes one lock per normalized QUERY, and allocates
+//! only for a shape not yet tracked; everything else is relaxed atomics on the shape's own
+//! counters, reached through a [`ShapeRef`] the session keeps with the request.
+
+use crate::rewrite::Decision;
+use autoprep_protocol::cql::lexer::tokenize;
+use lru::LruCache;
+use serde::Serialize;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// How many shapes are tracked; beyond that the least recently executed is forgotten.
+pub const MAX_SHAPES: usize = 1000;
+
+/// What a constant left inline in a shape's text is shown as.
+pub const REDACTED: &str = "<literal>";
+
+/// How many distinct pass-through reasons one shape counts by name; the rest go to `other`.
+const REASON_SLOTS: usize = 6;
+
+/// The statistics of one shape, updated without a lock.
+#[derive(Debug)]
+pub struct ShapeStats {
+    fingerprint: [u8; 16],
+    /// The canonical text with inline constants redacted.
+    text: Box<str>,
+    keyspace: Option<Box<str>>,
+    executions: AtomicU64,
+    rewritten: AtomicU64,
+    /// Pass-through counts by reason: each slot is claimed once by a reason (the set of
+    /// reasons is small and fixed in the code), so counting never takes a lock.
+    reasons: [(OnceLock<&'static str>, AtomicU64); REASON_SLOTS],
+    other_reasons: AtomicU64,
+    prepare_failures: AtomicU64,
+    latency_nanos: AtomicU64,
+    latency_samples: AtomicU64,
+}
+
+/// A handle on one shape's counters, kept with a request until its response.
+pub type ShapeRef = Arc<ShapeStats>;
+
+impl ShapeStats {
+    fn new(fingerprint: [u8; 16], text: &str, keyspace: Option<&str>) -> ShapeStats {
+        ShapeStats {
+            fingerprint,
+            text: redact(text).into(),
+            keyspace: keyspace.map(Into::into),
+            executions: AtomicU64::new(0),
+            rewritten: AtomicU64::new(0),
+            reasons: Default::default(),
+            other_reasons: AtomicU64::new(0),
+            prepare_failures: AtomicU64::new(0),
+            latency_nanos: AtomicU64::new(0),
+            latency_samples: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one QUERY of this shape sent as an EXECUTE.
+    pub fn rewritten(&self) {
+        self.rewritten.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one QUERY of this shape passed through unchanged, for `reason`.
+    pub fn passed_through(&self, reason: &'static str) {
+        for (slot, count) in &self.reasons {
+            let claimed = match slot.get() {
+                Some(r) => *r == reason,
+                // Another thread may claim the slot first, for this reason or another.
+                None => *slot.get_or_init(|| reason) == reason,
+            };
+            if claimed {
+                count.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        self.other_reasons.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the latency of one request of this shape.
+    pub fn observe_latency(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.latency_nanos.fetch_add(ns, Ordering::Relaxed);
+        self.latency_samples.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A point-in-time copy, for `/shapes`.
+    pub fn snapshot(&self) -> ShapeSnapshot {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut passthrough: Vec<(&'static str, u64)> = self
+            .reasons
+            .iter()
+            .filter_map(|(slot, n)| slot.get().map(|r| (*r, load(n))))
+            .collect();
+        let other = load(&self.other_reasons);
+        if other > 0 {
+            passthrough.push(("other", other));
+        }
+        let samples = load(&self.latency_samples);
+        ShapeSnapshot {
+            text: self.text.to_string(),
+            keyspace: self.keyspace.as_deref().map(str::to_owned),
+            fingerprint: hex(&self.fingerprint),
+            executions: load(&self.executions),
+            rewritten: load(&self.rewritten),
+            passthrough: passthrough.into_iter().collect(),
+            prepare_failures: load(&self.prepare_failures),
+            mean_latency_seconds: (samples > 0)
+                .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
+            latency_samples: samples,
+        }
+    }
+}
+
+/// One shape as `/shapes` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShapeSnapshot {
+    /// The canonical text, constants left inline redacted.
+    pub text: String,
+    pub keyspace: Option<String>,
+    /// md5 of keyspace and canonical text (hex), as the prepared cache keys the shape.
+    pub fingerprint: String,
+    /// QUERYs of this shape seen.
+    pub executions: u64,
+    /// Of those, sent as EXECUTE.
+    pub rewritten: u64,
+    /// Of those, passed through unchanged, by reason.
+    pub passthrough: std::collections::BTreeMap<&'static str, u64>,
+    /// PREPAREs of this shape that failed.
+    pub prepare_failures: u64,
+    /// Mean time from request to response, over `latency_samples` requests.
+    pub mean_latency_seconds: Option<f64>,
+    pub latency_samples: u64,
+}
+
+/// The tracked shapes: a bounded LRU keyed by fingerprint.
+#[derive(Debug)]
+pub struct Shapes {
+    inner: Mutex<LruCache<[u8; 16], ShapeRef>>,
+    evicted: AtomicU64,
+}
+
+impl Default for Shapes {
+    fn default() -> Self {
+        Shapes::new(MAX_SHAPES)
+    }
+}
+
+impl Shapes {
+    /// Tracks at most `capacity` shapes.
+    pub fn new(capacity: usize) -> Shapes {
+        Shapes {
+            inner: Mutex::new(LruCache::new(
+                NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
+            )),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LruCache<[u8; 16], ShapeRef>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one QUERY of a shape and returns its counters. `text` is the normalizer's
+    /// canonical text; it is read (and redacted) only the first time the shape is seen.
+    pub fn enter(&self, fingerprint: [u8; 16], keyspace: Option<&str>, text: &str) -> ShapeRef {
+        let mut map = self.lock();
+        let shape = match map.get(&fingerprint) {
+            Some(s) => s.clone(),
+            None => {
+                let s = Arc::new(ShapeStats::new(fingerprint, text, keyspace));
+                if map.push(fingerprint, s.clone()).is_some() {
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                s
+            }
+        };
+        drop(map);
+        shape.executions.fetch_add(1, Ordering::Relaxed);
+        shape
+    }
+
+    /// Counts a failed PREPARE of a shape (if it is still tracked).
+    pub fn prepare_failed(&self, fingerprint: &[u8; 16]) {
+        if let Some(s) = self.lock().peek(fingerprint) {
+            s.prepare_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// How many shapes are tracked.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no shape is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many shapes were forgotten to stay within the capacity.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// The `limit` most executed shapes, most executed first.
+    pub fn top(&self, limit: usize) -> Vec<ShapeSnapshot> {
+        // Copy the handles out so that the lock is held only for the walk of the map.
+        let all: Vec<ShapeRef> = self.lock().iter().map(|(_, s)| s.clone()).collect();
+        let mut snaps: Vec<ShapeSnapshot> = all.iter().map(|s| s.snapshot()).collect();
+        snaps.sort_by(|a, b| {
+            b.executions
+                .cmp(&a.executions)
+                .then_with(|| a.text.cmp(&b.text))
+        });
+        snaps.truncate(limit);
+        snaps
+    }
+}
+
+/// Counts what became of a QUERY of a tracked shape.
+pub fn record_outcome(shape: Option<&ShapeStats>, decision: &Decision) {
+    match (shape, decision) {
+        (Some(s), Decision::Execute { .. }) => s.rewritten(),
+        (Some(s), Decision::PassThrough { reason, .. }) => s.passed_through(reason),
+        (None, _) => {}
+    }
+}
+
+/// The canonical text with every constant token replaced by [`REDACTED`]. A text the lexer
+/// rejects (which a canonical text never is) is not shown at all.
+pub fn redact(text: &str) -> String {
+    let Ok(tokens) = tokenize(text) else {
+        return REDACTED.to_owned();
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for t in tokens.iter().filter(|t| t.kind.is_constant()) {
+        out.push_str(text.get(at..t.offset).unwrap_or_default());
+        out.push_str(REDACTED);
+        at = t.end();
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        use std::fmt::Write as _;
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(n: u8) -> [u8; 16] {
+        [n; 16]
+    }
+
+    #[test]
+    fn counts_executions_outcomes_and_latency() {
+        let shapes = Shapes::new(10);
+        let text = "INSERT INTO ts (k, v) VALUES (?, ?)";
+        for _ in 0..3 {
+            let s = shapes.enter(fp(1), Some("ks"), text);
+            s.rewritten();
+            s.observe_latency(Duration::from_millis(2));
+        }
+        let s = shapes.enter(fp(1), Some("ks"), "ignored once the shape is known");
+        s.passed_through("preparing");
+        s.observe_latency(Duration::from_millis(6));
+        shapes
+            .enter(fp(1), Some("ks"), text)
+            .passed_through("not prepared yet");
+        shapes.prepare_failed(&fp(1));
+        shapes.prepare_failed(&fp(9)); // not tracked: ignored
+
+        let top = shapes.top(10);
+        assert_eq!(top.len(), 1);
+        let t = &top[0];
+        assert_eq!(t.text, text);
+        assert_eq!(t.keyspace.as_deref(), Some("ks"));
+        assert_eq!(t.fingerprint, "01".repeat(16));
+        assert_eq!(t.executions, 5);
+        assert_eq!(t.rewritten, 3);
+        assert_eq!(
+            t.passthrough
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect::<Vec<_>>(),
+            [("not prepared yet", 1), ("preparing", 1)]
+        );
+        assert_eq!(t.prepare_failures, 1);
+        assert_eq!(t.latency_samples, 4);
+        let mean = t.mean_latency_seconds.unwrap();
+        assert!((mean - 0.003).abs() < 1e-9, "{mean}");
+    }
+
+    #[test]
+    fn reasons_beyond_the_slots_count_as_other() {
+        let shapes = Shapes::new(1);
+        let s = shapes.enter(fp(1), None, "SELECT * FROM t WHERE k = ?");
+        let reasons = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        for r in reasons {
+            s.passed_through(r);
+        }
+        s.passed_through("a");
+        let snap = s.snapshot();
+        assert_eq!(snap.passthrough.get("a"), Some(&2));
+        assert_eq!(snap.passthrough.get("f"), Some(&1));
+        assert_eq!(snap.passthrough.get("other"), Some(&2));
+        assert_eq!(snap.passthrough.values().sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn bounded_least_recently_executed_goes_first() {
+        let shapes = Shapes::new(3);
+        for i in 0..3 {
+            shapes.enter(fp(i), None, "SELECT * FROM t WHERE k = ?");
+        }
+        shapes.enter(fp(0), None, "SELECT * FROM t WHERE k = ?"); // 1 is now the oldest
+        shapes.enter(fp(7), None, "SELECT * FROM t WHERE k = ?");
+        assert_eq!(shapes.len(), 3);
+        assert_eq!(shapes.evicted(), 1);
+        let fps: Vec<String> = shapes.top(10).into_iter().map(|s| s.fingerprint).collect();
+        assert_eq!(fps[0], "00".repeat(16), "most executed first");
+        assert!(!fps.contains(&"01".repeat(16)));
+        assert_eq!(shapes.top(2).len(), 2);
+    }
+
+    #[test]
+    fn constants_left_inline_are_redacted() {
+        assert_eq!(
+            redact("SELECT k, 'secret', 42 FROM t WHERE k = ? AND v = blobAsText(0xcafe) AND w = -1.5e3"),
+            "SELECT k, <literal>, <literal> FROM t WHERE k = ? AND v = blobAsText(<literal>) AND w = <literal>"
+        );
+        assert_eq!(
+            redact("UPDATE t SET c = c + ? WHERE id = 5ad2c9a8-0c1a-4d1e-9c3a-2b1f8e4d6a70 AND d = 1h30m AND b = true"),
+            "UPDATE t SET c = c + ? WHERE id = <literal> AND d = <literal> AND b = <literal>"
+        );
+        assert_eq!(
+            redact("SELECT \"x'y\" FROM t WHERE k = ?"),
+            "SELECT \"x'y\" FROM t WHERE k = ?"
+        );
+        assert_eq!(redact("SELECT 'unterminated"), REDACTED);
+    }
+
+    #[test]
+    fn outcome_of_a_decision() {
+        let shapes = Shapes::new(2);
+        let s = shapes.enter(fp(1), None, "SELECT * FROM t WHERE k = ?");
+        let pass = Decision::pass("excluded");
+        record_outcome(Some(&s), &pass);
+        record_outcome(None, &pass);
+        let exec = Decision::Execute {
+            frame: bytes::BytesMut::new(),
+            used: crate::rewrite::Used::One {
+                fingerprint: fp(1),
+                id: bytes::Bytes::new(),
+            },
+        };
+        record_outcome(Some(&s), &exec);
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.rewritten, snap.passthrough.get("excluded")),
+            (1, Some(&1))
+        );
+    }
+}
