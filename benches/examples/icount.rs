@@ -6,45 +6,14 @@
 //! Cases: `normalize_150b`, `normalize_1k`, `encode_row`, `hit_path` (the same inputs as the
 //! criterion benches `normalize`, `encode` and `rewrite`).
 
-use autoprep::config::Config;
-use autoprep::context::Context;
-use autoprep::rewrite::{decide, Decision, NODE};
-use autoprep_cache::PreparedEntry;
+use autoprep::rewrite::{decide, Decision};
+use autoprep_benches::fixtures::{self, statement_1k, INSERT_150};
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::cql::Literal;
-use autoprep_protocol::envelope::{Direction, Flags, Header, Opcode, ProtocolVersion, StreamId};
-use autoprep_protocol::message::query::{encode_query, QueryParams};
 use autoprep_protocol::types::{encode_literal, ColumnType, EncodeOptions};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::hint::black_box;
 use std::time::Instant;
-
-const INSERT_150: &str =
-    "INSERT INTO metrics.sensor_data (sensor_id, ts, temperature, humidity, status) \
-     VALUES ('sensor-0017', '2026-01-02 03:04:05+0000', 21.5, 48, 'ok')";
-
-const HIT_INSERT: &str = "INSERT INTO metrics.ts (sensor, at, value, status, id) VALUES ('s-17', '2026-01-02 03:04:05+0000', 21.5, 3, 5b6962dd-3f90-4c93-8f61-eabfa4a803e2)";
-
-fn statement_1k() -> String {
-    let mut cols = Vec::new();
-    let mut vals = Vec::new();
-    for i in 0..34 {
-        cols.push(format!("col_{i:02}"));
-        vals.push(match i % 6 {
-            0 => format!("'value number {i} with some text'"),
-            1 => format!("{}", 1_000_000 + i * 7919),
-            2 => format!("{}.{}e-3", i, i * 13),
-            3 => "550e8400-e29b-41d4-a716-446655440000".to_owned(),
-            4 => format!("[{i}, {}, {}]", i + 1, i + 2),
-            _ => "true".to_owned(),
-        });
-    }
-    format!(
-        "INSERT INTO ks.wide_table (id, {}) VALUES ('row-000001', {}) USING TTL 86400",
-        cols.join(", "),
-        vals.join(", ")
-    )
-}
 
 fn run_normalize(q: &str, n: usize) {
     for _ in 0..n {
@@ -81,48 +50,7 @@ fn run_encode(n: usize) {
 }
 
 fn run_hit_path(n: usize) {
-    let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
-    let Ok(Normalized::Shape(shape)) = normalize(HIT_INSERT.as_bytes()) else {
-        panic!("not a shape")
-    };
-    ctx.cache.prepared(
-        NODE,
-        shape.fingerprint(None),
-        PreparedEntry {
-            text: shape.text.clone(),
-            keyspace: None,
-            id: Bytes::from_static(&[7; 16]),
-            result_metadata_id: None,
-            bind_types: vec![
-                ColumnType::Varchar,
-                ColumnType::Timestamp,
-                ColumnType::Double,
-                ColumnType::Int,
-                ColumnType::Uuid,
-            ],
-            pk_indexes: vec![0],
-            result_metadata: Bytes::new(),
-        },
-    );
-    let mut body = Vec::new();
-    encode_query(
-        ProtocolVersion::V4,
-        HIT_INSERT.as_bytes(),
-        &QueryParams {
-            consistency: 1,
-            ..Default::default()
-        },
-        &mut body,
-    )
-    .unwrap();
-    let header = Header {
-        version: ProtocolVersion::V4,
-        direction: Direction::Request,
-        flags: Flags(0),
-        stream: StreamId(1),
-        opcode: Opcode::QUERY,
-        length: body.len(),
-    };
+    let (ctx, header, body) = fixtures::hit_path();
     let mut scratch = Vec::with_capacity(1024);
     for _ in 0..n {
         let d = decide(
