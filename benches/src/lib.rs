@@ -1,4 +1,8 @@
-//! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, and the end-to-end
-//! load generator ([`load`]) used by the `e2e` binary.
+//! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, the closed-loop load
+//! generator ([`load`]) used by the `e2e` and `savings` binaries, the legacy time-series
+//! workload ([`legacy`]), /proc CPU accounting ([`procfs`]) and the savings chart ([`chart`]).
 
+pub mod chart;
+pub mod legacy;
 pub mod load;
+pub mod procfs;

@@ -95,6 +95,28 @@ impl Conn {
         self.call(Opcode::QUERY, &body).await.map(|_| ())
     }
 
+    /// Runs a statement with no values and returns the cells of its rows (`None` for null).
+    pub async fn rows(&mut self, cql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        let mut body = Vec::new();
+        encode_query(
+            ProtocolVersion::V4,
+            cql.as_bytes(),
+            &QueryParams {
+                consistency: 1,
+                ..Default::default()
+            },
+            &mut body,
+        )?;
+        let e = self.call(Opcode::QUERY, &body).await?;
+        match ResultView::parse(e.body(), ProtocolVersion::V4)? {
+            ResultView::Rows(r) => r
+                .rows()
+                .map(|row| Ok(row?.into_iter().map(|c| c.map(<[u8]>::to_vec)).collect()))
+                .collect(),
+            _ => bail!("{cql}: the answer was not Rows"),
+        }
+    }
+
     /// Prepares a statement and returns its id.
     pub async fn prepare(&mut self, cql: &str) -> Result<Vec<u8>> {
         let mut body = Vec::new();

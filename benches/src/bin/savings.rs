@@ -1,0 +1,931 @@
+//! The savings benchmark: what autoprep saves the server.
+//!
+//! A legacy workload (time-series inserts, point selects, updates with their values inline as
+//! literals) runs against one Cassandra node in interleaved modes:
+//!
+//! - `direct-unprepared`: the literal QUERYs, straight to the server;
+//! - `autoprep`: the same QUERY stream through an autoprep process this program starts;
+//! - `direct-prepared`: the same statements as EXECUTEs of server-prepared ids, straight to the
+//!   server (what the application would cost if it had been rewritten);
+//! - `passthrough` (optional): the QUERY stream through a second autoprep with `--rewrite false`.
+//!
+//! Per mode it reports op/s, p50/p99 latency, server CPU per operation (utime + stime of the
+//! server process from /proc), autoprep's own CPU per operation, the statements the server
+//! counted in `system_views.cql_metrics`, and the ratios against the targets; as a table, as
+//! JSON (`--json`) and as an SVG chart (`--svg`).
+//!
+//! ```text
+//! cargo build --release -p autoprep -p autoprep-benches
+//! target/release/savings --mix insert --json savings.json --svg savings.svg
+//! ```
+
+use anyhow::{bail, Context, Result};
+use autoprep_benches::chart;
+use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
+use autoprep_benches::load::{self, Conn, Stats};
+use autoprep_benches::procfs;
+use clap::Parser;
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Parser, Debug)]
+#[command(about = "Server CPU per operation: unprepared, through autoprep, prepared")]
+struct Args {
+    /// The Cassandra node.
+    #[arg(long, default_value = "127.0.0.1:9042")]
+    upstream: String,
+    /// Pid of the server process (default: the CassandraDaemon listening on the upstream port).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// The autoprep binary to start in front of the server.
+    #[arg(long, default_value = "target/release/autoprep")]
+    autoprep_bin: String,
+    /// Where the started autoprep listens (the pass-through one listens on the next port).
+    #[arg(long, default_value = "127.0.0.1:19044")]
+    listen: String,
+    /// autoprep's --admission-threshold.
+    #[arg(long, default_value_t = 2)]
+    admission_threshold: u32,
+    /// Modes, measured in this order with the order rotated every round: direct-unprepared,
+    /// autoprep, direct-prepared, passthrough.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "direct-unprepared,autoprep,direct-prepared"
+    )]
+    modes: Vec<String>,
+    /// Statement mix: `insert`, or weights such as `insert=8,select=1,update=1`.
+    #[arg(long, default_value = "insert")]
+    mix: String,
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Requests in flight per connection (concurrency = connections × in-flight).
+    #[arg(long, default_value_t = 16)]
+    in_flight: usize,
+    /// Operations per measured phase (one mode, one round).
+    #[arg(long, default_value_t = 200_000)]
+    ops: u64,
+    /// A phase also ends after this many seconds.
+    #[arg(long, default_value_t = 40)]
+    phase_seconds: u64,
+    /// Measured rounds; each runs every mode once.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Unprepared warm-up operations sent directly before measuring (the server's JIT needs on
+    /// the order of a million for its unprepared figures to settle); the other modes warm up
+    /// with a third of this.
+    #[arg(long, default_value_t = 300_000)]
+    warmup_ops: u64,
+    /// Upper bound of the warm-up, seconds.
+    #[arg(long, default_value_t = 150)]
+    warmup_seconds: u64,
+    /// No round starts after this many seconds of the run (at least one round runs).
+    #[arg(long, default_value_t = 1200)]
+    max_seconds: u64,
+    /// Rows that selects and updates address (written before the run).
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// Keep the table's rows from earlier runs (by default the table is truncated first).
+    #[arg(long)]
+    keep_data: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<String>,
+    /// Write the chart as SVG here.
+    #[arg(long)]
+    svg: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    DirectUnprepared,
+    Autoprep,
+    DirectPrepared,
+    Passthrough,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Result<Mode> {
+        Ok(match s.trim() {
+            "direct-unprepared" => Mode::DirectUnprepared,
+            "autoprep" => Mode::Autoprep,
+            "direct-prepared" => Mode::DirectPrepared,
+            "passthrough" => Mode::Passthrough,
+            m => bail!(
+                "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough)"
+            ),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::DirectUnprepared => "direct-unprepared",
+            Mode::Autoprep => "autoprep",
+            Mode::DirectPrepared => "direct-prepared",
+            Mode::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// An autoprep child process, killed when dropped.
+struct Proxy {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proxy {
+    async fn start(a: &Args, addr: &str, rewrite: bool) -> Result<Proxy> {
+        let child = Command::new(&a.autoprep_bin)
+            .args(["--listen", addr, "--upstream", &a.upstream])
+            .args(["--admission-threshold", &a.admission_threshold.to_string()])
+            .args(["--rewrite", if rewrite { "true" } else { "false" }])
+            .args(["--log", "warn"])
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "start {} (cargo build --release -p autoprep)",
+                    a.autoprep_bin
+                )
+            })?;
+        let p = Proxy {
+            child,
+            addr: addr.to_owned(),
+        };
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(p);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("autoprep did not start listening on {addr}")
+    }
+}
+
+/// The counters read before and after a phase.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    server: u64,
+    proxy: Option<u64>,
+    client: u64,
+    machine_busy: u64,
+    machine_total: u64,
+    regular: f64,
+    prepared: f64,
+}
+
+/// What one phase (one mode in one round) measured.
+#[derive(Debug, Clone)]
+struct Phase {
+    mode: Mode,
+    round: usize,
+    stats: Stats,
+    server_s: f64,
+    proxy_s: Option<f64>,
+    client_s: f64,
+    /// CPU seconds of everything else on the machine during the phase.
+    other_s: f64,
+    regular: f64,
+    prepared: f64,
+}
+
+impl Phase {
+    fn per_op_us(&self, secs: f64) -> f64 {
+        secs * 1e6 / self.stats.ops.max(1) as f64
+    }
+    fn server_us(&self) -> f64 {
+        self.per_op_us(self.server_s)
+    }
+    fn proxy_us(&self) -> Option<f64> {
+        self.proxy_s.map(|s| self.per_op_us(s))
+    }
+    fn json(&self) -> Value {
+        let s = &self.stats;
+        json!({
+            "mode": self.mode.name(),
+            "round": self.round,
+            "ops": s.ops,
+            "errors": s.errors,
+            "seconds": s.elapsed.as_secs_f64(),
+            "ops_per_sec": s.ops_per_sec(),
+            "p50_us": s.quantile_us(0.50),
+            "p99_us": s.quantile_us(0.99),
+            "server_cpu_s": self.server_s,
+            "server_us_per_op": self.server_us(),
+            "server_cpu_s_per_10k_ops": self.server_us() / 100.0,
+            "autoprep_cpu_s": self.proxy_s,
+            "autoprep_us_per_op": self.proxy_us(),
+            "client_us_per_op": self.per_op_us(self.client_s),
+            "other_cpu_cores": self.other_s / s.elapsed.as_secs_f64().max(1e-9),
+            "regular_statements": self.regular,
+            "prepared_statements": self.prepared,
+        })
+    }
+}
+
+struct Bench {
+    args: Args,
+    server_pid: u32,
+    ticks: f64,
+    metrics: Conn,
+    mix: Mix,
+    ids: [Vec<u8>; 3],
+    autoprep: Option<Proxy>,
+    passthrough: Option<Proxy>,
+    /// Insert sequence offset of the next phase: every phase writes rows of its own.
+    next_insert: u64,
+}
+
+/// Reads `regular_statements_executed` and `prepared_statements_executed`.
+async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64)> {
+    let rows = conn
+        .rows("SELECT name, value FROM system_views.cql_metrics")
+        .await?;
+    let (mut regular, mut prepared) = (f64::NAN, f64::NAN);
+    for r in rows {
+        let (Some(Some(name)), Some(Some(v))) = (r.first(), r.get(1)) else {
+            continue;
+        };
+        let Ok(v) = <[u8; 8]>::try_from(v.as_slice()).map(f64::from_be_bytes) else {
+            continue;
+        };
+        match name.as_slice() {
+            b"regular_statements_executed" => regular = v,
+            b"prepared_statements_executed" => prepared = v,
+            _ => {}
+        }
+    }
+    if regular.is_nan() || prepared.is_nan() {
+        bail!("system_views.cql_metrics lacks the executed-statement counters");
+    }
+    Ok((regular, prepared))
+}
+
+impl Bench {
+    fn proxy_of(&self, mode: Mode) -> Option<&Proxy> {
+        match mode {
+            Mode::Autoprep => self.autoprep.as_ref(),
+            Mode::Passthrough => self.passthrough.as_ref(),
+            _ => None,
+        }
+    }
+
+    async fn sample(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
+        let mut m = (0.0, 0.0);
+        if metrics_first {
+            m = cql_metrics(&mut self.metrics).await?;
+        }
+        let proxy = match self.proxy_of(mode) {
+            Some(p) => Some(procfs::process_ticks(p.child.id())?),
+            None => None,
+        };
+        let (machine_busy, machine_total) = procfs::machine_ticks()?;
+        let s = Sample {
+            server: procfs::process_ticks(self.server_pid)?,
+            proxy,
+            client: procfs::process_ticks(std::process::id())?,
+            machine_busy,
+            machine_total,
+            regular: m.0,
+            prepared: m.1,
+        };
+        if metrics_first {
+            return Ok(s);
+        }
+        let m = cql_metrics(&mut self.metrics).await?;
+        Ok(Sample {
+            regular: m.0,
+            prepared: m.1,
+            ..s
+        })
+    }
+
+    /// Runs one phase of `mode`: `ops` operations (or `seconds`), with the counters around it.
+    async fn phase(&mut self, mode: Mode, round: usize, ops: u64, seconds: u64) -> Result<Phase> {
+        let form = match mode {
+            Mode::DirectPrepared => Form::Prepared(self.ids.clone()),
+            _ => Form::Literal,
+        };
+        let addr = match self.proxy_of(mode) {
+            Some(p) => p.addr.clone(),
+            None => self.args.upstream.clone(),
+        };
+        let w = Arc::new(Legacy {
+            mix: self.mix,
+            form,
+            keys: self.args.keys,
+            insert_offset: self.next_insert,
+        });
+        // load::run numbers requests sent * 64 + connection.
+        self.next_insert += ops.div_ceil(self.args.connections.max(1) as u64) * 64 + 64;
+        let before = self.sample(mode, true).await?;
+        let stats = load::run(
+            &addr,
+            w,
+            self.args.connections,
+            self.args.in_flight,
+            Duration::from_secs(seconds),
+            ops,
+        )
+        .await?;
+        let after = self.sample(mode, false).await?;
+        let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
+        let server_s = secs(after.server, before.server);
+        let proxy_s = after.proxy.zip(before.proxy).map(|(a, b)| secs(a, b));
+        let client_s = secs(after.client, before.client);
+        let busy_s = secs(after.machine_busy, before.machine_busy);
+        let _ = after.machine_total;
+        Ok(Phase {
+            mode,
+            round,
+            server_s,
+            proxy_s,
+            client_s,
+            other_s: (busy_s - server_s - proxy_s.unwrap_or(0.0) - client_s).max(0.0),
+            // The metrics read after the phase counts itself as one regular statement.
+            regular: after.regular - before.regular - 1.0,
+            prepared: after.prepared - before.prepared,
+            stats,
+        })
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `2026-05-04 12:34:56 UTC`.
+fn now_utc() -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut s = String::new();
+    legacy::push_timestamp_literal(&mut s, ms / 1000 * 1000);
+    format!("{} UTC", &s[1..20])
+}
+
+fn git_rev() -> Option<String> {
+    let o = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+/// Per-mode medians over the measured rounds.
+struct Summary {
+    mode: Mode,
+    ops: u64,
+    errors: u64,
+    ops_per_sec: f64,
+    p50: f64,
+    p99: f64,
+    server_us: f64,
+    proxy_us: Option<f64>,
+    client_us: f64,
+    other_cores: f64,
+    regular_per_op: f64,
+    prepared_per_op: f64,
+    server_rounds: Vec<f64>,
+    ops_rounds: Vec<f64>,
+}
+
+fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
+    let m = |f: &dyn Fn(&Phase) -> f64| median(phases.iter().map(|p| f(p)).collect());
+    let ops: u64 = phases.iter().map(|p| p.stats.ops).sum();
+    Summary {
+        mode,
+        ops,
+        errors: phases.iter().map(|p| p.stats.errors).sum(),
+        ops_per_sec: m(&|p| p.stats.ops_per_sec()),
+        p50: m(&|p| f64::from(p.stats.quantile_us(0.5))),
+        p99: m(&|p| f64::from(p.stats.quantile_us(0.99))),
+        server_us: m(&|p| p.server_us()),
+        proxy_us: phases
+            .iter()
+            .all(|p| p.proxy_s.is_some())
+            .then(|| m(&|p| p.proxy_us().unwrap_or(f64::NAN))),
+        client_us: m(&|p| p.per_op_us(p.client_s)),
+        other_cores: m(&|p| p.other_s / p.stats.elapsed.as_secs_f64().max(1e-9)),
+        regular_per_op: phases.iter().map(|p| p.regular).sum::<f64>() / ops.max(1) as f64,
+        prepared_per_op: phases.iter().map(|p| p.prepared).sum::<f64>() / ops.max(1) as f64,
+        server_rounds: phases.iter().map(|p| p.server_us()).collect(),
+        ops_rounds: phases.iter().map(|p| p.stats.ops_per_sec()).collect(),
+    }
+}
+
+fn print_phase(p: &Phase) {
+    let s = &p.stats;
+    println!(
+        "  round {:<2} {:<18} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
+        p.round,
+        p.mode.name(),
+        s.ops,
+        s.ops_per_sec(),
+        s.quantile_us(0.5),
+        s.quantile_us(0.99),
+        p.server_us(),
+        p.proxy_us()
+            .map(|u| format!("  autoprep {u:>5.2} µs/op"))
+            .unwrap_or_default(),
+        p.other_s / s.elapsed.as_secs_f64().max(1e-9),
+        p.regular,
+        p.prepared,
+        if s.errors > 0 {
+            format!("  ERRORS {}", s.errors)
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// A ratio with its target: (name, median of the per-round ratios, every round, target, kind).
+struct Ratio {
+    name: &'static str,
+    value: f64,
+    rounds: Vec<f64>,
+    target: Option<(&'static str, f64)>,
+}
+
+impl Ratio {
+    fn met(&self) -> Option<bool> {
+        self.target.map(|(op, t)| match op {
+            "<=" => self.value <= t,
+            _ => self.value >= t,
+        })
+    }
+}
+
+/// Per-round ratios of `f(a) / f(b)` for the rounds where both modes ran.
+fn paired(phases: &[Phase], a: Mode, b: Mode, f: impl Fn(&Phase) -> f64) -> Vec<f64> {
+    let rounds = phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1);
+    (0..rounds)
+        .filter_map(|r| {
+            let x = phases.iter().find(|p| p.round == r && p.mode == a)?;
+            let y = phases.iter().find(|p| p.round == r && p.mode == b)?;
+            Some(f(x) / f(y))
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let started = Instant::now();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mix = Mix::parse(&args.mix)?;
+    let modes = args
+        .modes
+        .iter()
+        .map(|m| Mode::parse(m))
+        .collect::<Result<Vec<_>>>()?;
+    if modes.is_empty() {
+        bail!("no modes");
+    }
+    let port: u16 = args
+        .upstream
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .context("--upstream must be host:port")?;
+    let server_pid = match args.server_pid {
+        Some(p) => p,
+        None => procfs::find_cassandra(port)?,
+    };
+    let ticks = procfs::clock_ticks_per_sec();
+
+    let mut setup = Conn::connect(&args.upstream).await?;
+    let release = setup
+        .rows("SELECT release_version FROM system.local")
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    legacy::create_schema(&mut setup, !args.keep_data).await?;
+    let ids = legacy::prepare(&mut setup, &mix).await?;
+    if mix.select + mix.update > 0 {
+        let id = setup.prepare(&legacy::Op::Insert.prepared_text()).await?;
+        let s = load::run(
+            &args.upstream,
+            Arc::new(Preload { id }),
+            1,
+            64,
+            Duration::from_secs(120),
+            args.keys,
+        )
+        .await?;
+        if s.errors > 0 {
+            bail!("{} errors writing the {} keyed rows", s.errors, args.keys);
+        }
+    }
+    let autoprep = if modes.contains(&Mode::Autoprep) {
+        Some(Proxy::start(&args, &args.listen, true).await?)
+    } else {
+        None
+    };
+    let passthrough = if modes.contains(&Mode::Passthrough) {
+        let (host, p) = args.listen.rsplit_once(':').context("--listen host:port")?;
+        let addr = format!("{host}:{}", p.parse::<u16>()? + 1);
+        Some(Proxy::start(&args, &addr, false).await?)
+    } else {
+        None
+    };
+    let metrics = Conn::connect(&args.upstream).await?;
+    let mut b = Bench {
+        server_pid,
+        ticks,
+        metrics,
+        mix,
+        ids,
+        autoprep,
+        passthrough,
+        next_insert: 0,
+        args,
+    };
+    let a = &b.args;
+    println!(
+        "savings: Cassandra {release} pid {server_pid} at {}, mix {}, {} connections × {} in flight, {} rounds of {} ops (≤ {} s) per mode",
+        a.upstream,
+        mix.describe(),
+        a.connections,
+        a.in_flight,
+        a.rounds,
+        a.ops,
+        a.phase_seconds
+    );
+
+    // Warm-up: the server's JIT (unprepared parsing above all), autoprep's cache, connections.
+    let warm_deadline = Instant::now() + Duration::from_secs(b.args.warmup_seconds);
+    let mut warmups = Vec::new();
+    for &mode in &modes {
+        let ops = if mode == Mode::DirectUnprepared {
+            b.args.warmup_ops
+        } else {
+            b.args.warmup_ops / 3
+        };
+        let left = warm_deadline.saturating_duration_since(Instant::now());
+        if ops == 0 || left.is_zero() {
+            continue;
+        }
+        let p = b.phase(mode, 0, ops, left.as_secs().max(1)).await?;
+        println!(
+            "warm-up {:<18} {:>8} ops {:>8.0} op/s  server {:.2} µs/op",
+            mode.name(),
+            p.stats.ops,
+            p.stats.ops_per_sec(),
+            p.server_us()
+        );
+        warmups.push(p);
+    }
+
+    let run_deadline = started + Duration::from_secs(b.args.max_seconds);
+    let mut phases: Vec<Phase> = Vec::new();
+    for round in 0..b.args.rounds {
+        if round > 0 && Instant::now() >= run_deadline {
+            println!("time bound reached after {round} rounds");
+            break;
+        }
+        for i in 0..modes.len() {
+            let mode = modes[(i + round) % modes.len()];
+            if mode == Mode::DirectPrepared {
+                // Re-prepare in case the server evicted the ids (cheap; same ids).
+                b.ids = legacy::prepare(&mut b.metrics, &b.mix).await?;
+            }
+            let (ops, secs) = (b.args.ops, b.args.phase_seconds);
+            let p = b.phase(mode, round, ops, secs).await?;
+            print_phase(&p);
+            phases.push(p);
+        }
+    }
+
+    let summaries: Vec<Summary> = modes
+        .iter()
+        .map(|&m| {
+            let ps: Vec<&Phase> = phases.iter().filter(|p| p.mode == m).collect();
+            summarize(m, &ps)
+        })
+        .collect();
+
+    println!();
+    println!(
+        "{:<18} {:>9} {:>8} {:>8} {:>11} {:>11} {:>10} {:>9} {:>10} {:>11} {:>7}",
+        "mode (medians)",
+        "op/s",
+        "p50 µs",
+        "p99 µs",
+        "server",
+        "autoprep",
+        "client",
+        "other",
+        "regular",
+        "prepared",
+        "errors"
+    );
+    println!(
+        "{:<18} {:>9} {:>8} {:>8} {:>11} {:>11} {:>10} {:>9} {:>10} {:>11} {:>7}",
+        "", "", "", "", "µs/op", "µs/op", "µs/op", "cores", "stmts/op", "stmts/op", ""
+    );
+    for s in &summaries {
+        println!(
+            "{:<18} {:>9.0} {:>8.0} {:>8.0} {:>11.2} {:>11} {:>10.2} {:>9.2} {:>10.3} {:>11.3} {:>7}",
+            s.mode.name(),
+            s.ops_per_sec,
+            s.p50,
+            s.p99,
+            s.server_us,
+            s.proxy_us.map_or("-".into(), |u| format!("{u:.2}")),
+            s.client_us,
+            s.other_cores,
+            s.regular_per_op,
+            s.prepared_per_op,
+            s.errors
+        );
+    }
+
+    let has = |m: Mode| modes.contains(&m);
+    let mut ratios = Vec::new();
+    let srv = |p: &Phase| p.server_us();
+    let tput = |p: &Phase| p.stats.ops_per_sec();
+    let mut add = |name, a: Mode, b: Mode, f: &dyn Fn(&Phase) -> f64, target| {
+        if has(a) && has(b) {
+            let rounds = paired(&phases, a, b, f);
+            ratios.push(Ratio {
+                name,
+                value: median(rounds.clone()),
+                rounds,
+                target,
+            });
+        }
+    };
+    use Mode::*;
+    add(
+        "server CPU/op: autoprep / direct-unprepared",
+        Autoprep,
+        DirectUnprepared,
+        &srv,
+        Some(("<=", 0.70)),
+    );
+    add(
+        "server CPU/op: autoprep / direct-prepared",
+        Autoprep,
+        DirectPrepared,
+        &srv,
+        Some(("<=", 1.10)),
+    );
+    add(
+        "server CPU/op: direct-prepared / direct-unprepared",
+        DirectPrepared,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: passthrough / direct-unprepared",
+        Passthrough,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "op/s: autoprep / direct-unprepared",
+        Autoprep,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: autoprep / direct-prepared",
+        Autoprep,
+        DirectPrepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: direct-prepared / direct-unprepared",
+        DirectPrepared,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: passthrough / direct-unprepared",
+        Passthrough,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    // autoprep's own CPU per rewritten operation: the rewritten operations are the EXECUTEs
+    // the server counted during autoprep's phases.
+    let auto: Vec<&Phase> = phases.iter().filter(|p| p.mode == Autoprep).collect();
+    let proxy_per_rewritten: Vec<f64> = auto
+        .iter()
+        .filter_map(|p| Some(p.proxy_s? * 1e6 / p.prepared.max(1.0)))
+        .collect();
+    let rewritten_share = auto.iter().map(|p| p.prepared).sum::<f64>()
+        / auto.iter().map(|p| p.stats.ops).sum::<u64>().max(1) as f64;
+
+    println!();
+    println!("ratios (median of the per-round ratios)      value   target    rounds");
+    for r in &ratios {
+        println!(
+            "  {:<50} {:>6.3}   {:<9} {}",
+            r.name,
+            r.value,
+            match (r.target, r.met()) {
+                (Some((op, t)), Some(met)) =>
+                    format!("{op} {t:.2} {}", if met { "met" } else { "MISSED" }),
+                _ => String::new(),
+            },
+            r.rounds
+                .iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let proxy_us = median(proxy_per_rewritten.clone());
+    if !auto.is_empty() {
+        println!(
+            "  {:<50} {:>6.2}   {:<9} {}",
+            "autoprep CPU per rewritten operation, µs",
+            proxy_us,
+            format!("<= 5.00 {}", if proxy_us <= 5.0 { "met" } else { "MISSED" }),
+            proxy_per_rewritten
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "  {:<50} {:>6.3}",
+            "share of autoprep's operations run as EXECUTE", rewritten_share
+        );
+    }
+    let foreign: f64 = phases
+        .iter()
+        .map(|p| (p.regular + p.prepared - p.stats.ops as f64).max(0.0))
+        .sum();
+    let measured_ops: u64 = phases.iter().map(|p| p.stats.ops).sum();
+    println!(
+        "  statements from other clients during the phases: {foreign:.0} ({:.3}% of ours)",
+        foreign * 100.0 / measured_ops.max(1) as f64
+    );
+    println!("run took {:.0} s", started.elapsed().as_secs_f64());
+
+    let a = &b.args;
+    let date = now_utc();
+    let subtitle = format!(
+        "Cassandra {release}, {} mix, {} connections × {} in flight, median of {} rounds × {} ops, {}",
+        mix.describe(),
+        a.connections,
+        a.in_flight,
+        phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1),
+        a.ops,
+        &date[..10]
+    );
+    if let Some(path) = &a.json {
+        let mode_json: Vec<Value> = summaries
+            .iter()
+            .map(|s| {
+                json!({
+                    "mode": s.mode.name(),
+                    "ops": s.ops,
+                    "errors": s.errors,
+                    "ops_per_sec": s.ops_per_sec,
+                    "p50_us": s.p50,
+                    "p99_us": s.p99,
+                    "server_us_per_op": s.server_us,
+                    "server_cpu_s_per_10k_ops": s.server_us / 100.0,
+                    "autoprep_us_per_op": s.proxy_us,
+                    "client_us_per_op": s.client_us,
+                    "other_cpu_cores": s.other_cores,
+                    "regular_statements_per_op": s.regular_per_op,
+                    "prepared_statements_per_op": s.prepared_per_op,
+                })
+            })
+            .collect();
+        let ratio_json: Vec<Value> = ratios
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "median": r.value,
+                    "rounds": r.rounds,
+                    "target": r.target.map(|(op, t)| format!("{op} {t}")),
+                    "met": r.met(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "benchmark": "autoprep savings",
+            "date": date,
+            "command": command,
+            "git_rev": git_rev(),
+            "server": { "release": release, "pid": server_pid, "address": a.upstream },
+            "machine_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "settings": {
+                "mix": mix.describe(),
+                "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+                "connections": a.connections,
+                "in_flight": a.in_flight,
+                "ops_per_phase": a.ops,
+                "phase_seconds": a.phase_seconds,
+                "rounds": a.rounds,
+                "warmup_ops": a.warmup_ops,
+                "keys": a.keys,
+                "admission_threshold": a.admission_threshold,
+                "consistency": "ONE",
+                "protocol": "v4",
+            },
+            "modes": mode_json,
+            "ratios": ratio_json,
+            "autoprep_us_per_rewritten_op": {
+                "median": proxy_us,
+                "rounds": proxy_per_rewritten,
+                "target": "<= 5",
+                "met": (!auto.is_empty()).then_some(proxy_us <= 5.0),
+            },
+            "autoprep_rewritten_share": (!auto.is_empty()).then_some(rewritten_share),
+            "foreign_statements": foreign,
+            "warmup": warmups.iter().map(Phase::json).collect::<Vec<_>>(),
+            "phases": phases.iter().map(Phase::json).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("write {path}"))?;
+        println!("wrote {path}");
+    }
+    if let Some(path) = &a.svg {
+        let bars: Vec<chart::Bar> = summaries
+            .iter()
+            .map(|s| chart::Bar {
+                mode: s.mode.name().into(),
+                server_us: s.server_us,
+                proxy_us: s.proxy_us,
+                server_rounds: s.server_rounds.clone(),
+                ops: s.ops_per_sec,
+                ops_rounds: s.ops_rounds.clone(),
+            })
+            .collect();
+        let mut lines = Vec::new();
+        if let Some(u) = summaries.iter().find(|s| s.mode == DirectUnprepared) {
+            lines.push(chart::Line {
+                label: "target 0.70 × unprepared".into(),
+                us: u.server_us * 0.70,
+                color: "#a03030".into(),
+            });
+        }
+        if let Some(p) = summaries.iter().find(|s| s.mode == DirectPrepared) {
+            lines.push(chart::Line {
+                label: "target 1.10 × prepared".into(),
+                us: p.server_us * 1.10,
+                color: "#4a7a20".into(),
+            });
+        }
+        let footer = ratios
+            .iter()
+            .filter(|r| r.target.is_some())
+            .map(|r| {
+                format!(
+                    "{} = {:.2}",
+                    r.name.trim_start_matches("server CPU/op: "),
+                    r.value
+                )
+            })
+            .chain((!auto.is_empty()).then(|| format!("autoprep {proxy_us:.1} µs/op")))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        let svg = chart::render(
+            "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared",
+            &subtitle,
+            &bars,
+            &lines,
+            &format!("server CPU/op {footer}"),
+        );
+        std::fs::write(path, svg).with_context(|| format!("write {path}"))?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}
