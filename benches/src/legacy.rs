@@ -151,6 +151,8 @@ pub struct Legacy {
     pub keys: u64,
     /// Added to every sequence number of inserts, so that each phase of a run writes new rows.
     pub insert_offset: u64,
+    /// Literal timestamps as integers (epoch milliseconds) rather than ISO text with a zone.
+    pub millis: bool,
 }
 
 /// splitmix64: spreads sequence numbers over the mix and the keys.
@@ -224,6 +226,14 @@ impl Legacy {
         (op, sensor, at, value_of(h >> 20))
     }
 
+    fn push_at(&self, text: &mut String, at: i64) {
+        if self.millis {
+            let _ = write!(text, "{at}");
+        } else {
+            push_timestamp_literal(text, at);
+        }
+    }
+
     /// The literal text of request `seq` (also what autoprep receives).
     pub fn literal_text(&self, seq: u64, text: &mut String) -> Op {
         let (op, sensor, at, value) = self.plan(seq);
@@ -234,7 +244,7 @@ impl Legacy {
                     text,
                     "INSERT INTO {TABLE} (sensor, at, value) VALUES ('s-{sensor}', "
                 );
-                push_timestamp_literal(text, at);
+                self.push_at(text, at);
                 let _ = write!(text, ", {value:.1})");
             }
             Op::Select => {
@@ -242,14 +252,14 @@ impl Legacy {
                     text,
                     "SELECT sensor, at, value FROM {TABLE} WHERE sensor = 's-{sensor}' AND at = "
                 );
-                push_timestamp_literal(text, at);
+                self.push_at(text, at);
             }
             Op::Update => {
                 let _ = write!(
                     text,
                     "UPDATE {TABLE} SET value = {value:.1} WHERE sensor = 's-{sensor}' AND at = "
                 );
-                push_timestamp_literal(text, at);
+                self.push_at(text, at);
             }
         }
         op
@@ -399,6 +409,7 @@ mod tests {
             form: Form::Literal,
             keys: 100,
             insert_offset: 0,
+            millis: false,
         };
         let mut t = String::new();
         for seq in 0..50 {

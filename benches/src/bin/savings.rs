@@ -7,7 +7,10 @@
 //! - `autoprep`: the same QUERY stream through an autoprep process this program starts;
 //! - `direct-prepared`: the same statements as EXECUTEs of server-prepared ids, straight to the
 //!   server (what the application would cost if it had been rewritten);
-//! - `passthrough` (optional): the QUERY stream through a second autoprep with `--rewrite false`.
+//! - `passthrough` (optional): the QUERY stream through a second autoprep with `--rewrite false`;
+//! - `proxied-prepared` (optional): the EXECUTE stream of `direct-prepared` through the autoprep
+//!   of `autoprep`, which passes EXECUTEs through: what being behind a proxy alone costs the
+//!   server, apart from the rewrite.
 //!
 //! Per mode it reports op/s, p50/p99 latency, server CPU per operation (utime + stime of the
 //! server process from /proc), autoprep's own CPU per operation, the statements the server
@@ -49,7 +52,7 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     admission_threshold: u32,
     /// Modes, measured in this order with the order rotated every round: direct-unprepared,
-    /// autoprep, direct-prepared, passthrough.
+    /// autoprep, direct-prepared, passthrough, proxied-prepared.
     #[arg(
         long,
         value_delimiter = ',',
@@ -59,18 +62,33 @@ struct Args {
     /// Statement mix: `insert`, or weights such as `insert=8,select=1,update=1`.
     #[arg(long, default_value = "insert")]
     mix: String,
+    /// How the literal statements write timestamps: `iso` ('2027-01-01 00:00:00.000+0000') or
+    /// `millis` (1798761600000).
+    #[arg(long, default_value = "iso")]
+    timestamp_literal: String,
     #[arg(long, default_value_t = 4)]
     connections: usize,
     /// Requests in flight per connection (concurrency = connections × in-flight).
     #[arg(long, default_value_t = 16)]
     in_flight: usize,
+    /// Offered load in operations per second over all connections (default: closed loop, as
+    /// fast as the concurrency allows). A rate every mode sustains compares server CPU at the
+    /// same load rather than each mode at its own saturation.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Operations per measured phase (one mode, one round).
     #[arg(long, default_value_t = 200_000)]
     ops: u64,
     /// A phase also ends after this many seconds.
     #[arg(long, default_value_t = 40)]
     phase_seconds: u64,
-    /// Measured rounds; each runs every mode once.
+    /// Milliseconds to wait after each phase's load before reading the counters, so that work
+    /// the phase leaves behind (garbage collection, memtable flushes) is counted in the phase
+    /// rather than in the next one.
+    #[arg(long, default_value_t = 1500)]
+    settle_ms: u64,
+    /// Measured rounds; each runs every mode once, in an order that cycles through every
+    /// permutation of the modes, so that each mode follows each other mode equally often.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Unprepared warm-up operations sent directly before measuring (the server's JIT needs on
@@ -104,6 +122,7 @@ enum Mode {
     Autoprep,
     DirectPrepared,
     Passthrough,
+    ProxiedPrepared,
 }
 
 impl Mode {
@@ -113,8 +132,10 @@ impl Mode {
             "autoprep" => Mode::Autoprep,
             "direct-prepared" => Mode::DirectPrepared,
             "passthrough" => Mode::Passthrough,
+            "proxied-prepared" => Mode::ProxiedPrepared,
             m => bail!(
-                "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough)"
+                "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough, \
+                 proxied-prepared)"
             ),
         })
     }
@@ -125,6 +146,7 @@ impl Mode {
             Mode::Autoprep => "autoprep",
             Mode::DirectPrepared => "direct-prepared",
             Mode::Passthrough => "passthrough",
+            Mode::ProxiedPrepared => "proxied-prepared",
         }
     }
 }
@@ -243,6 +265,8 @@ struct Bench {
     passthrough: Option<Proxy>,
     /// Insert sequence offset of the next phase: every phase writes rows of its own.
     next_insert: u64,
+    /// Timestamps as integer literals.
+    millis: bool,
 }
 
 /// Reads `regular_statements_executed` and `prepared_statements_executed`.
@@ -273,7 +297,7 @@ async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64)> {
 impl Bench {
     fn proxy_of(&self, mode: Mode) -> Option<&Proxy> {
         match mode {
-            Mode::Autoprep => self.autoprep.as_ref(),
+            Mode::Autoprep | Mode::ProxiedPrepared => self.autoprep.as_ref(),
             Mode::Passthrough => self.passthrough.as_ref(),
             _ => None,
         }
@@ -310,9 +334,16 @@ impl Bench {
     }
 
     /// Runs one phase of `mode`: `ops` operations (or `seconds`), with the counters around it.
-    async fn phase(&mut self, mode: Mode, round: usize, ops: u64, seconds: u64) -> Result<Phase> {
+    async fn phase(
+        &mut self,
+        mode: Mode,
+        round: usize,
+        ops: u64,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<Phase> {
         let form = match mode {
-            Mode::DirectPrepared => Form::Prepared(self.ids.clone()),
+            Mode::DirectPrepared | Mode::ProxiedPrepared => Form::Prepared(self.ids.clone()),
             _ => Form::Literal,
         };
         let addr = match self.proxy_of(mode) {
@@ -324,19 +355,22 @@ impl Bench {
             form,
             keys: self.args.keys,
             insert_offset: self.next_insert,
+            millis: self.millis,
         });
         // load::run numbers requests sent * 64 + connection.
         self.next_insert += ops.div_ceil(self.args.connections.max(1) as u64) * 64 + 64;
         let before = self.sample(mode, true).await?;
-        let stats = load::run(
+        let stats = load::run_paced(
             &addr,
             w,
             self.args.connections,
             self.args.in_flight,
             Duration::from_secs(seconds),
             ops,
+            rate,
         )
         .await?;
+        tokio::time::sleep(Duration::from_millis(self.args.settle_ms)).await;
         let after = self.sample(mode, false).await?;
         let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
         let server_s = secs(after.server, before.server);
@@ -357,6 +391,20 @@ impl Bench {
             stats,
         })
     }
+}
+
+/// Permutation number `n` (cyclic) of `items` in lexicographic order of positions.
+fn nth_permutation<T: Copy>(items: &[T], n: usize) -> Vec<T> {
+    let count: usize = (1..=items.len()).product();
+    let mut n = n % count.max(1);
+    let mut pool = items.to_vec();
+    let mut out = Vec::with_capacity(items.len());
+    for k in (1..=items.len()).rev() {
+        let f: usize = (1..k).product();
+        out.push(pool.remove(n / f));
+        n %= f;
+    }
+    out
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -541,7 +589,12 @@ async fn main() -> Result<()> {
             bail!("{} errors writing the {} keyed rows", s.errors, args.keys);
         }
     }
-    let autoprep = if modes.contains(&Mode::Autoprep) {
+    let millis = match args.timestamp_literal.as_str() {
+        "iso" => false,
+        "millis" => true,
+        t => bail!("--timestamp-literal {t:?}: iso or millis"),
+    };
+    let autoprep = if modes.contains(&Mode::Autoprep) || modes.contains(&Mode::ProxiedPrepared) {
         Some(Proxy::start(&args, &args.listen, true).await?)
     } else {
         None
@@ -563,15 +616,18 @@ async fn main() -> Result<()> {
         autoprep,
         passthrough,
         next_insert: 0,
+        millis,
         args,
     };
     let a = &b.args;
     println!(
-        "savings: Cassandra {release} pid {server_pid} at {}, mix {}, {} connections × {} in flight, {} rounds of {} ops (≤ {} s) per mode",
+        "savings: Cassandra {release} pid {server_pid} at {}, mix {} ({} timestamps), {} connections × {} in flight{}, {} rounds of {} ops (≤ {} s) per mode",
         a.upstream,
         mix.describe(),
+        a.timestamp_literal,
         a.connections,
         a.in_flight,
+        a.rate.map_or(" closed loop".into(), |r| format!(" at {r:.0} op/s")),
         a.rounds,
         a.ops,
         a.phase_seconds
@@ -590,7 +646,8 @@ async fn main() -> Result<()> {
         if ops == 0 || left.is_zero() {
             continue;
         }
-        let p = b.phase(mode, 0, ops, left.as_secs().max(1)).await?;
+        // Warm-up runs closed-loop: as many operations as possible in the time.
+        let p = b.phase(mode, 0, ops, left.as_secs().max(1), None).await?;
         println!(
             "warm-up {:<18} {:>8} ops {:>8.0} op/s  server {:.2} µs/op",
             mode.name(),
@@ -608,14 +665,13 @@ async fn main() -> Result<()> {
             println!("time bound reached after {round} rounds");
             break;
         }
-        for i in 0..modes.len() {
-            let mode = modes[(i + round) % modes.len()];
-            if mode == Mode::DirectPrepared {
+        for mode in nth_permutation(&modes, round) {
+            if matches!(mode, Mode::DirectPrepared | Mode::ProxiedPrepared) {
                 // Re-prepare in case the server evicted the ids (cheap; same ids).
                 b.ids = legacy::prepare(&mut b.metrics, &b.mix).await?;
             }
-            let (ops, secs) = (b.args.ops, b.args.phase_seconds);
-            let p = b.phase(mode, round, ops, secs).await?;
+            let (ops, secs, rate) = (b.args.ops, b.args.phase_seconds, b.args.rate);
+            let p = b.phase(mode, round, ops, secs, rate).await?;
             print_phase(&p);
             phases.push(p);
         }
@@ -710,6 +766,20 @@ async fn main() -> Result<()> {
         None,
     );
     add(
+        "server CPU/op: proxied-prepared / direct-prepared",
+        ProxiedPrepared,
+        DirectPrepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: autoprep / proxied-prepared",
+        Autoprep,
+        ProxiedPrepared,
+        &srv,
+        None,
+    );
+    add(
         "op/s: autoprep / direct-unprepared",
         Autoprep,
         DirectUnprepared,
@@ -798,10 +868,12 @@ async fn main() -> Result<()> {
     let a = &b.args;
     let date = now_utc();
     let subtitle = format!(
-        "Cassandra {release}, {} mix, {} connections × {} in flight, median of {} rounds × {} ops, {}",
+        "Cassandra {release}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {} rounds × {} ops, {}",
         mix.describe(),
+        a.timestamp_literal,
         a.connections,
         a.in_flight,
+        a.rate.map_or(String::new(), |r| format!(" at {r:.0} op/s")),
         phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1),
         a.ops,
         &date[..10]
@@ -851,9 +923,12 @@ async fn main() -> Result<()> {
                 "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
                 "connections": a.connections,
                 "in_flight": a.in_flight,
+                "rate": a.rate,
+                "timestamp_literal": a.timestamp_literal,
                 "ops_per_phase": a.ops,
                 "phase_seconds": a.phase_seconds,
                 "rounds": a.rounds,
+                "settle_ms": a.settle_ms,
                 "warmup_ops": a.warmup_ops,
                 "keys": a.keys,
                 "admission_threshold": a.admission_threshold,
@@ -928,4 +1003,25 @@ async fn main() -> Result<()> {
         println!("wrote {path}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_cycle_and_balance_predecessors() {
+        let m = [0, 1, 2];
+        let all: Vec<Vec<i32>> = (0..6).map(|r| nth_permutation(&m, r)).collect();
+        assert_eq!(all[0], vec![0, 1, 2]);
+        assert_eq!(all[5], vec![2, 1, 0]);
+        assert_eq!(nth_permutation(&m, 6), all[0]);
+        let mut pairs = std::collections::HashMap::new();
+        for p in &all {
+            for w in p.windows(2) {
+                *pairs.entry((w[0], w[1])).or_insert(0) += 1;
+            }
+        }
+        assert!(pairs.values().all(|&c| c == 2), "{pairs:?}");
+    }
 }
