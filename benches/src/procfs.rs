@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use std::collections::HashSet;
 use std::fs;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Clock ticks per second of /proc/*/stat times (`getconf CLK_TCK`; 100 on every Linux port
 /// this benchmark would run on, used when `getconf` is missing).
@@ -50,8 +51,42 @@ pub fn machine_ticks() -> Result<(u64, u64)> {
     Ok((total - idle, total))
 }
 
-/// The socket inodes listening on TCP `port` (IPv4 and IPv6).
-fn listening_inodes(port: u16) -> HashSet<u64> {
+/// Decodes a /proc/net/tcp{,6} local address (`0100007F:2352`: host-order 32-bit words in hex).
+fn parse_proc_addr(s: &str) -> Option<SocketAddr> {
+    let (ip, port) = s.rsplit_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Vec<u32> = (0..ip.len() / 8)
+        .map(|i| u32::from_str_radix(&ip[i * 8..i * 8 + 8], 16).map(u32::from_be))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let ip = match words.as_slice() {
+        [w] => IpAddr::V4(Ipv4Addr::from(w.to_be_bytes())),
+        [a, b, c, d] => {
+            let mut o = [0u8; 16];
+            for (i, w) in [a, b, c, d].into_iter().enumerate() {
+                o[i * 4..i * 4 + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            IpAddr::V6(Ipv6Addr::from(o))
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Whether a socket listening on `local` accepts connections to `target`.
+fn serves(local: SocketAddr, target: SocketAddr) -> bool {
+    if local.port() != target.port() {
+        return false;
+    }
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    local.ip().is_unspecified() || canon(local.ip()) == canon(target.ip())
+}
+
+/// The socket inodes listening on a TCP address that accepts connections to `target`.
+fn listening_inodes(target: SocketAddr) -> HashSet<u64> {
     let mut out = HashSet::new();
     for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = fs::read_to_string(f) else {
@@ -59,14 +94,11 @@ fn listening_inodes(port: u16) -> HashSet<u64> {
         };
         for l in text.lines().skip(1) {
             let c: Vec<&str> = l.split_whitespace().collect();
-            // local_address is "ADDR:PORT" in hex, st 0A is LISTEN, inode is column 9.
+            // local_address is column 1, st 0A is LISTEN, inode is column 9.
             let (Some(local), Some(st), Some(inode)) = (c.get(1), c.get(3), c.get(9)) else {
                 continue;
             };
-            let p = local
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if p == Some(port) && *st == "0A" {
+            if *st == "0A" && parse_proc_addr(local).is_some_and(|a| serves(a, target)) {
                 if let Ok(i) = inode.parse() {
                     out.insert(i);
                 }
@@ -94,9 +126,10 @@ fn holds_socket(pid: u32, inodes: &HashSet<u64>) -> bool {
     })
 }
 
-/// The pid of the CassandraDaemon that listens on `port`: the one holding the listening socket,
-/// or the only CassandraDaemon when sockets of other users cannot be inspected.
-pub fn find_cassandra(port: u16) -> Result<u32> {
+/// The pid of the CassandraDaemon that accepts connections to `target`: the one holding the
+/// listening socket, or the only CassandraDaemon when sockets of other users cannot be
+/// inspected. (Several nodes may share a port on different addresses.)
+pub fn find_cassandra(target: SocketAddr) -> Result<u32> {
     let mut daemons = Vec::new();
     for e in fs::read_dir("/proc")?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -112,20 +145,34 @@ pub fn find_cassandra(port: u16) -> Result<u32> {
             daemons.push(pid);
         }
     }
-    let inodes = listening_inodes(port);
+    let inodes = listening_inodes(target);
     if let Some(&pid) = daemons.iter().find(|&&p| holds_socket(p, &inodes)) {
         return Ok(pid);
     }
     match daemons.as_slice() {
         [pid] => Ok(*pid),
         [] => bail!("no CassandraDaemon process found: pass --server-pid"),
-        _ => bail!("several CassandraDaemon processes ({daemons:?}), none seen on port {port}: pass --server-pid"),
+        _ => bail!("several CassandraDaemon processes ({daemons:?}), none seen listening on {target}: pass --server-pid"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_addresses() {
+        let a = parse_proc_addr("0100007F:2352").unwrap();
+        assert_eq!(a, "127.0.0.1:9042".parse().unwrap());
+        let b = parse_proc_addr("0200007F:2352").unwrap();
+        assert!(!serves(b, a));
+        assert!(serves(parse_proc_addr("00000000:2352").unwrap(), a));
+        let v6 = parse_proc_addr("0000000000000000FFFF00000100007F:2352").unwrap();
+        assert!(serves(v6, a), "{v6}");
+        let any6 = parse_proc_addr("00000000000000000000000000000000:2352").unwrap();
+        assert!(serves(any6, a));
+        assert!(!serves(parse_proc_addr("0100007F:2353").unwrap(), a));
+    }
 
     #[test]
     fn own_cpu_is_readable() {

@@ -552,14 +552,15 @@ async fn main() -> Result<()> {
     if modes.is_empty() {
         bail!("no modes");
     }
-    let port: u16 = args
-        .upstream
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .context("--upstream must be host:port")?;
     let server_pid = match args.server_pid {
         Some(p) => p,
-        None => procfs::find_cassandra(port)?,
+        None => {
+            let target = std::net::ToSocketAddrs::to_socket_addrs(&args.upstream)
+                .with_context(|| format!("resolve {}", args.upstream))?
+                .next()
+                .context("--upstream must be host:port")?;
+            procfs::find_cassandra(target)?
+        }
     };
     let ticks = procfs::clock_ticks_per_sec();
 
@@ -673,6 +674,14 @@ async fn main() -> Result<()> {
             let (ops, secs, rate) = (b.args.ops, b.args.phase_seconds, b.args.rate);
             let p = b.phase(mode, round, ops, secs, rate).await?;
             print_phase(&p);
+            if p.server_us() < 2.0 {
+                println!(
+                    "  warning: pid {} used {:.2} µs of CPU per operation: is it the server that \
+                     answered? (--server-pid)",
+                    b.server_pid,
+                    p.server_us()
+                );
+            }
             phases.push(p);
         }
     }
