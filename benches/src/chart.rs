@@ -25,8 +25,8 @@ pub struct Line {
     pub color: String,
 }
 
-const W: f64 = 960.0;
-const H: f64 = 470.0;
+const W: f64 = 1000.0;
+const H: f64 = 490.0;
 const TOP: f64 = 100.0;
 const BOTTOM: f64 = 390.0;
 const COLORS: [&str; 5] = ["#c0504d", "#4f81bd", "#9bbb59", "#8064a2", "#f79646"];
@@ -142,6 +142,7 @@ fn panel(
             BOTTOM - y(v)
         );
         let mut label_top = y(v);
+        let mut label = fmt_num(v);
         if let Some(e) = extra(b).filter(|&e| e > 0.0) {
             let _ = writeln!(
                 s,
@@ -151,19 +152,16 @@ fn panel(
                 y(v) - y(v + e)
             );
             label_top = y(v + e);
-            let _ = writeln!(
-                s,
-                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#333" {HALO}>+{} autoprep</text>"##,
-                cx + bw / 2.0 + 3.0,
-                y(v + e / 2.0) + 3.0,
-                fmt_num(e)
-            );
+            label = format!("{label} + {}", fmt_num(e));
         }
+        // Above the bar and above every dot.
+        let highest = rounds(b).iter().copied().fold(f64::MIN, f64::max);
+        label_top = label_top.min(y(highest) - 3.0);
         let _ = writeln!(
             s,
             r#"<text x="{cx:.1}" y="{:.1}" font-size="12" font-weight="bold" text-anchor="middle" {HALO}>{}</text>"#,
             label_top - 5.0,
-            fmt_num(v)
+            label
         );
         let rs = rounds(b);
         for (k, r) in rs.iter().enumerate() {
@@ -179,11 +177,18 @@ fn panel(
                 y(*r)
             );
         }
+        // Mode names on two lines at the first '-' ("direct-" / "prepared").
+        let (l1, l2) = match b.mode.split_once('-') {
+            Some((a, z)) => (format!("{a}-"), z.to_owned()),
+            None => (b.mode.clone(), String::new()),
+        };
         let _ = writeln!(
             s,
-            r#"<text x="{cx:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-            BOTTOM + 17.0,
-            esc(&b.mode)
+            r#"<text x="{cx:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text><text x="{cx:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            BOTTOM + 16.0,
+            esc(&l1),
+            BOTTOM + 30.0,
+            esc(&l2)
         );
     }
     // Reference lines across the plot, explained in a legend under the panel title.
@@ -250,7 +255,7 @@ pub fn render(title: &str, subtitle: &str, bars: &[Bar], lines: &[Line], footer:
     let _ = writeln!(
         s,
         r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">{}</text>
-<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">bars: medians over rounds · dots: single rounds · solid: Cassandra's CPU · hatched: autoprep's own CPU</text>
+<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">bars: medians over rounds · dots: single rounds · solid: Cassandra's CPU · hatched (+ x): autoprep's own CPU</text>
 </svg>"##,
         W / 2.0,
         H - 38.0,

@@ -33,6 +33,18 @@ pub fn process_ticks(pid: u32) -> Result<u64> {
     Ok(utime + stime)
 }
 
+/// Read and write system calls of process `pid` so far (`syscr` + `syscw` of /proc/PID/io),
+/// or `None` where that file is not readable (another user's process without privileges).
+pub fn process_syscalls(pid: u32) -> Option<u64> {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let get = |k: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some(get("syscr:")? + get("syscw:")?)
+}
+
 /// Busy and total clock ticks of the whole machine (all CPUs), from the `cpu` line of /proc/stat.
 pub fn machine_ticks() -> Result<(u64, u64)> {
     let stat = fs::read_to_string("/proc/stat")?;
@@ -183,6 +195,7 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(process_ticks(std::process::id()).unwrap() >= t0);
+        assert!(process_syscalls(std::process::id()).is_some());
         let (busy, total) = machine_ticks().unwrap();
         assert!(busy <= total && total > 0);
     }

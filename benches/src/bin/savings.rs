@@ -114,6 +114,9 @@ struct Args {
     /// Write the chart as SVG here.
     #[arg(long)]
     svg: Option<String>,
+    /// Only draw the chart (--svg) of an earlier run's JSON; no server needed.
+    #[arg(long, requires = "svg")]
+    replot: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +200,8 @@ impl Proxy {
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     server: u64,
+    server_sys: Option<u64>,
+    proxy_sys: Option<u64>,
     proxy: Option<u64>,
     client: u64,
     machine_busy: u64,
@@ -218,6 +223,9 @@ struct Phase {
     other_s: f64,
     regular: f64,
     prepared: f64,
+    /// Read and write system calls of the server and of the proxy during the phase.
+    server_syscalls: Option<u64>,
+    proxy_syscalls: Option<u64>,
 }
 
 impl Phase {
@@ -250,6 +258,8 @@ impl Phase {
             "other_cpu_cores": self.other_s / s.elapsed.as_secs_f64().max(1e-9),
             "regular_statements": self.regular,
             "prepared_statements": self.prepared,
+            "server_syscalls_per_op": self.server_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
+            "autoprep_syscalls_per_op": self.proxy_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
         })
     }
 }
@@ -313,8 +323,13 @@ impl Bench {
             None => None,
         };
         let (machine_busy, machine_total) = procfs::machine_ticks()?;
+        let proxy_sys = self
+            .proxy_of(mode)
+            .and_then(|p| procfs::process_syscalls(p.child.id()));
         let s = Sample {
             server: procfs::process_ticks(self.server_pid)?,
+            server_sys: procfs::process_syscalls(self.server_pid),
+            proxy_sys,
             proxy,
             client: procfs::process_ticks(std::process::id())?,
             machine_busy,
@@ -388,6 +403,8 @@ impl Bench {
             // The metrics read after the phase counts itself as one regular statement.
             regular: after.regular - before.regular - 1.0,
             prepared: after.prepared - before.prepared,
+            server_syscalls: after.server_sys.zip(before.server_sys).map(|(a, b)| a - b),
+            proxy_syscalls: after.proxy_sys.zip(before.proxy_sys).map(|(a, b)| a - b),
             stats,
         })
     }
@@ -456,8 +473,8 @@ struct Summary {
     other_cores: f64,
     regular_per_op: f64,
     prepared_per_op: f64,
-    server_rounds: Vec<f64>,
-    ops_rounds: Vec<f64>,
+    server_syscalls_per_op: f64,
+    proxy_syscalls_per_op: Option<f64>,
 }
 
 fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
@@ -477,10 +494,18 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
             .then(|| m(&|p| p.proxy_us().unwrap_or(f64::NAN))),
         client_us: m(&|p| p.per_op_us(p.client_s)),
         other_cores: m(&|p| p.other_s / p.stats.elapsed.as_secs_f64().max(1e-9)),
+        server_syscalls_per_op: m(&|p| {
+            p.server_syscalls
+                .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
+        }),
+        proxy_syscalls_per_op: phases.iter().all(|p| p.proxy_syscalls.is_some()).then(|| {
+            m(&|p| {
+                p.proxy_syscalls
+                    .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
+            })
+        }),
         regular_per_op: phases.iter().map(|p| p.regular).sum::<f64>() / ops.max(1) as f64,
         prepared_per_op: phases.iter().map(|p| p.prepared).sum::<f64>() / ops.max(1) as f64,
-        server_rounds: phases.iter().map(|p| p.server_us()).collect(),
-        ops_rounds: phases.iter().map(|p| p.stats.ops_per_sec()).collect(),
     }
 }
 
@@ -541,6 +566,14 @@ fn paired(phases: &[Phase], a: Mode, b: Mode, f: impl Fn(&Phase) -> f64) -> Vec<
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let (Some(from), Some(to)) = (&args.replot, &args.svg) {
+        let doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(from).with_context(|| format!("read {from}"))?,
+        )?;
+        std::fs::write(to, svg_from_doc(&doc)).with_context(|| format!("write {to}"))?;
+        println!("wrote {to}");
+        return Ok(());
+    }
     let started = Instant::now();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mix = Mix::parse(&args.mix)?;
@@ -696,39 +729,57 @@ async fn main() -> Result<()> {
 
     println!();
     println!(
-        "{:<18} {:>9} {:>8} {:>8} {:>11} {:>11} {:>10} {:>9} {:>10} {:>11} {:>7}",
+        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
         "mode (medians)",
         "op/s",
-        "p50 µs",
-        "p99 µs",
+        "p50",
+        "p99",
         "server",
         "autoprep",
         "client",
         "other",
         "regular",
         "prepared",
+        "server",
+        "autoprep",
         "errors"
     );
     println!(
-        "{:<18} {:>9} {:>8} {:>8} {:>11} {:>11} {:>10} {:>9} {:>10} {:>11} {:>7}",
-        "", "", "", "", "µs/op", "µs/op", "µs/op", "cores", "stmts/op", "stmts/op", ""
+        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "",
+        "",
+        "µs",
+        "µs",
+        "µs/op",
+        "µs/op",
+        "µs/op",
+        "cores",
+        "stmt/op",
+        "stmt/op",
+        "sysc/op",
+        "sysc/op",
+        ""
     );
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |u| format!("{u:.prec$}"));
     for s in &summaries {
         println!(
-            "{:<18} {:>9.0} {:>8.0} {:>8.0} {:>11.2} {:>11} {:>10.2} {:>9.2} {:>10.3} {:>11.3} {:>7}",
+            "{:<18} {:>8.0} {:>7.0} {:>7.0} {:>8.2} {:>9} {:>7.2} {:>6.2} {:>9.3} {:>9.3} {:>8} {:>8} {:>6}",
             s.mode.name(),
             s.ops_per_sec,
             s.p50,
             s.p99,
             s.server_us,
-            s.proxy_us.map_or("-".into(), |u| format!("{u:.2}")),
+            opt(s.proxy_us, 2),
             s.client_us,
             s.other_cores,
             s.regular_per_op,
             s.prepared_per_op,
+            opt(Some(s.server_syscalls_per_op).filter(|x| x.is_finite()), 2),
+            opt(s.proxy_syscalls_per_op, 2),
             s.errors
         );
     }
+    println!("(sysc/op: read and write system calls per operation, from /proc/PID/io)");
 
     let has = |m: Mode| modes.contains(&m);
     let mut ratios = Vec::new();
@@ -848,7 +899,7 @@ async fn main() -> Result<()> {
     let proxy_us = median(proxy_per_rewritten.clone());
     if !auto.is_empty() {
         println!(
-            "  {:<50} {:>6.2}   {:<9} {}",
+            "  {:<50} {:>6.3}   {:<9} {}",
             "autoprep CPU per rewritten operation, µs",
             proxy_us,
             format!("<= 5.00 {}", if proxy_us <= 5.0 { "met" } else { "MISSED" }),
@@ -876,18 +927,7 @@ async fn main() -> Result<()> {
 
     let a = &b.args;
     let date = now_utc();
-    let subtitle = format!(
-        "Cassandra {release}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {} rounds × {} ops, {}",
-        mix.describe(),
-        a.timestamp_literal,
-        a.connections,
-        a.in_flight,
-        a.rate.map_or(String::new(), |r| format!(" at {r:.0} op/s")),
-        phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1),
-        a.ops,
-        &date[..10]
-    );
-    if let Some(path) = &a.json {
+    {
         let mode_json: Vec<Value> = summaries
             .iter()
             .map(|s| {
@@ -905,6 +945,8 @@ async fn main() -> Result<()> {
                     "other_cpu_cores": s.other_cores,
                     "regular_statements_per_op": s.regular_per_op,
                     "prepared_statements_per_op": s.prepared_per_op,
+                    "server_syscalls_per_op": s.server_syscalls_per_op,
+                    "autoprep_syscalls_per_op": s.proxy_syscalls_per_op,
                 })
             })
             .collect();
@@ -957,61 +999,113 @@ async fn main() -> Result<()> {
             "warmup": warmups.iter().map(Phase::json).collect::<Vec<_>>(),
             "phases": phases.iter().map(Phase::json).collect::<Vec<_>>(),
         });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
-            .with_context(|| format!("write {path}"))?;
-        println!("wrote {path}");
-    }
-    if let Some(path) = &a.svg {
-        let bars: Vec<chart::Bar> = summaries
-            .iter()
-            .map(|s| chart::Bar {
-                mode: s.mode.name().into(),
-                server_us: s.server_us,
-                proxy_us: s.proxy_us,
-                server_rounds: s.server_rounds.clone(),
-                ops: s.ops_per_sec,
-                ops_rounds: s.ops_rounds.clone(),
-            })
-            .collect();
-        let mut lines = Vec::new();
-        if let Some(u) = summaries.iter().find(|s| s.mode == DirectUnprepared) {
-            lines.push(chart::Line {
-                label: "target 0.70 × unprepared".into(),
-                us: u.server_us * 0.70,
-                color: "#a03030".into(),
-            });
+        if let Some(path) = &a.json {
+            std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+                .with_context(|| format!("write {path}"))?;
+            println!("wrote {path}");
         }
-        if let Some(p) = summaries.iter().find(|s| s.mode == DirectPrepared) {
-            lines.push(chart::Line {
-                label: "target 1.10 × prepared".into(),
-                us: p.server_us * 1.10,
-                color: "#4a7a20".into(),
-            });
+        if let Some(path) = &a.svg {
+            std::fs::write(path, svg_from_doc(&doc)).with_context(|| format!("write {path}"))?;
+            println!("wrote {path}");
         }
-        let footer = ratios
-            .iter()
-            .filter(|r| r.target.is_some())
-            .map(|r| {
-                format!(
-                    "{} = {:.2}",
-                    r.name.trim_start_matches("server CPU/op: "),
-                    r.value
-                )
-            })
-            .chain((!auto.is_empty()).then(|| format!("autoprep {proxy_us:.1} µs/op")))
-            .collect::<Vec<_>>()
-            .join(" · ");
-        let svg = chart::render(
-            "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared",
-            &subtitle,
-            &bars,
-            &lines,
-            &format!("server CPU/op {footer}"),
-        );
-        std::fs::write(path, svg).with_context(|| format!("write {path}"))?;
-        println!("wrote {path}");
     }
     Ok(())
+}
+
+/// What the chart's subtitle says about a run.
+fn subtitle(doc: &Value) -> String {
+    let st = &doc["settings"];
+    let n = |k: &str| st[k].as_f64().unwrap_or(0.0);
+    let rounds = doc["phases"]
+        .as_array()
+        .and_then(|p| p.iter().filter_map(|x| x["round"].as_u64()).max())
+        .map_or(0, |r| r + 1);
+    format!(
+        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {rounds} rounds × {} ops, {}",
+        doc["server"]["release"].as_str().unwrap_or("?"),
+        st["mix"].as_str().unwrap_or("?"),
+        st["timestamp_literal"].as_str().unwrap_or("iso"),
+        n("connections"),
+        n("in_flight"),
+        st["rate"]
+            .as_f64()
+            .map_or(" (closed loop)".into(), |r| format!(" at {r:.0} op/s")),
+        n("ops_per_phase"),
+        doc["date"].as_str().unwrap_or("").get(..10).unwrap_or(""),
+    )
+}
+
+/// The chart of a result document (what `--json` writes), so that committed results can be
+/// drawn again with `--replot`.
+fn svg_from_doc(doc: &Value) -> String {
+    let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let empty = Vec::new();
+    let modes = doc["modes"].as_array().unwrap_or(&empty);
+    let phases = doc["phases"].as_array().unwrap_or(&empty);
+    let rounds_of = |mode: &str, k: &str| -> Vec<f64> {
+        phases
+            .iter()
+            .filter(|p| p["mode"] == mode)
+            .filter_map(|p| f(p, k))
+            .collect()
+    };
+    let bars: Vec<chart::Bar> = modes
+        .iter()
+        .map(|m| {
+            let name = m["mode"].as_str().unwrap_or("?");
+            chart::Bar {
+                mode: name.into(),
+                server_us: f(m, "server_us_per_op").unwrap_or(f64::NAN),
+                proxy_us: f(m, "autoprep_us_per_op"),
+                server_rounds: rounds_of(name, "server_us_per_op"),
+                ops: f(m, "ops_per_sec").unwrap_or(f64::NAN),
+                ops_rounds: rounds_of(name, "ops_per_sec"),
+            }
+        })
+        .collect();
+    let server_of = |mode: &str| {
+        modes
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .and_then(|m| f(m, "server_us_per_op"))
+    };
+    let mut lines = Vec::new();
+    if let Some(u) = server_of("direct-unprepared") {
+        lines.push(chart::Line {
+            label: "target 0.70 × unprepared".into(),
+            us: u * 0.70,
+            color: "#a03030".into(),
+        });
+    }
+    if let Some(p) = server_of("direct-prepared") {
+        lines.push(chart::Line {
+            label: "target 1.10 × prepared".into(),
+            us: p * 1.10,
+            color: "#4a7a20".into(),
+        });
+    }
+    let footer = doc["ratios"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter(|r| !r["target"].is_null())
+        .filter_map(|r| {
+            let name = r["name"].as_str()?.trim_start_matches("server CPU/op: ");
+            Some(format!("{name} = {:.2}", f(r, "median")?))
+        })
+        .chain(
+            f(&doc["autoprep_us_per_rewritten_op"], "median")
+                .map(|u| format!("autoprep {u:.1} µs/op")),
+        )
+        .collect::<Vec<_>>()
+        .join(" · ");
+    chart::render(
+        "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared",
+        &subtitle(doc),
+        &bars,
+        &lines,
+        &format!("server CPU/op {footer}"),
+    )
 }
 
 #[cfg(test)]
