@@ -39,17 +39,18 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A "nice" axis maximum ≥ `v` (1, 2, 2.5 or 5 × 10^n) and its tick step.
+/// A "nice" axis: a step of 1, 2, 2.5 or 5 × 10^n giving at most 5 intervals, and the first
+/// multiple of it ≥ `v` as the maximum.
 fn nice_max(v: f64) -> (f64, f64) {
     let v = v.max(1e-9);
-    let mag = 10f64.powf(v.log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        if m * mag >= v {
-            let step = if m == 2.5 { 0.5 * mag } else { m * mag / 5.0 };
-            return (m * mag, step);
-        }
-    }
-    (10.0 * mag, 2.0 * mag)
+    let raw = v / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|&st| st >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag);
+    ((v / step - 1e-9).ceil() * step, step)
 }
 
 /// An axis tick: no decimals unless the step needs them.
@@ -133,7 +134,15 @@ fn panel(
     for (i, b) in bars.iter().enumerate() {
         let cx = left + slot * (i as f64 + 0.5);
         let v = value(b);
-        let color = COLORS[i % COLORS.len()];
+        // One colour per mode across charts; others by position.
+        let color = match b.mode.as_str() {
+            "direct-unprepared" => COLORS[0],
+            "autoprep" => COLORS[1],
+            "direct-prepared" => COLORS[2],
+            "proxied-prepared" => COLORS[3],
+            "passthrough" => COLORS[4],
+            _ => COLORS[i % COLORS.len()],
+        };
         let _ = writeln!(
             s,
             r#"<rect x="{:.1}" y="{:.1}" width="{bw:.1}" height="{:.1}" fill="{color}" opacity="0.85"/>"#,
@@ -273,6 +282,7 @@ mod tests {
     #[test]
     fn nice_axis() {
         assert_eq!(nice_max(42.0), (50.0, 10.0));
+        assert_eq!(nice_max(103.5), (125.0, 25.0));
         assert_eq!(nice_max(9_500.0), (10_000.0, 2_000.0));
         assert_eq!(nice_max(2.2), (2.5, 0.5));
     }
