@@ -1,5 +1,9 @@
-//! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, and the end-to-end
-//! load generator ([`load`]) used by the `e2e` binary.
+//! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, the closed-loop load
+//! generator ([`load`]) used by the `e2e` and `savings` binaries, the legacy time-series
+//! workload ([`legacy`]), /proc CPU accounting ([`procfs`]) the savings chart ([`chart`]) and the inputs the micro-benchmarks share ([`fixtures`]).
 
+pub mod chart;
 pub mod fixtures;
+pub mod legacy;
 pub mod load;
+pub mod procfs;

@@ -95,6 +95,28 @@ impl Conn {
         self.call(Opcode::QUERY, &body).await.map(|_| ())
     }
 
+    /// Runs a statement with no values and returns the cells of its rows (`None` for null).
+    pub async fn rows(&mut self, cql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        let mut body = Vec::new();
+        encode_query(
+            ProtocolVersion::V4,
+            cql.as_bytes(),
+            &QueryParams {
+                consistency: 1,
+                ..Default::default()
+            },
+            &mut body,
+        )?;
+        let e = self.call(Opcode::QUERY, &body).await?;
+        match ResultView::parse(e.body(), ProtocolVersion::V4)? {
+            ResultView::Rows(r) => r
+                .rows()
+                .map(|row| Ok(row?.into_iter().map(|c| c.map(<[u8]>::to_vec)).collect()))
+                .collect(),
+            _ => bail!("{cql}: the answer was not Rows"),
+        }
+    }
+
     /// Prepares a statement and returns its id.
     pub async fn prepare(&mut self, cql: &str) -> Result<Vec<u8>> {
         let mut body = Vec::new();
@@ -189,9 +211,37 @@ pub async fn run<W: Workload>(
     duration: Duration,
     max_ops: u64,
 ) -> Result<Stats> {
+    run_paced(
+        addr,
+        workload,
+        connections,
+        in_flight,
+        duration,
+        max_ops,
+        None,
+    )
+    .await
+}
+
+/// [`run`], optionally paced: with `rate` (operations per second over all connections) each
+/// connection sends on a fixed schedule instead of as soon as a response frees a slot, up to
+/// `in_flight` outstanding; a schedule that falls more than 50 ms behind drops the backlog
+/// rather than bursting. Pacing compares modes at the same offered load.
+pub async fn run_paced<W: Workload>(
+    addr: &str,
+    workload: std::sync::Arc<W>,
+    connections: usize,
+    in_flight: usize,
+    duration: Duration,
+    max_ops: u64,
+    rate: Option<f64>,
+) -> Result<Stats> {
     let started = Instant::now();
     let deadline = started + duration;
     let per_conn = max_ops / connections.max(1) as u64;
+    let interval = rate
+        .filter(|r| *r > 0.0)
+        .map(|r| Duration::from_secs_f64(connections.max(1) as f64 / r));
     let mut tasks = Vec::new();
     for c in 0..connections {
         let conn = Conn::connect(addr).await?;
@@ -203,6 +253,7 @@ pub async fn run<W: Workload>(
             in_flight.clamp(1, 32000),
             deadline,
             per_conn,
+            interval,
         )));
     }
     let mut total = Stats::default();
@@ -224,6 +275,7 @@ async fn drive<W: Workload>(
     in_flight: usize,
     deadline: Instant,
     max_ops: u64,
+    interval: Option<Duration>,
 ) -> Result<Stats> {
     let mut starts = vec![None::<Instant>; in_flight];
     let mut free: Vec<i16> = (0..in_flight as i16).rev().collect();
@@ -232,10 +284,21 @@ async fn drive<W: Workload>(
     let mut out = BytesMut::with_capacity(1 << 16);
     let mut body = Vec::with_capacity(256);
     let mut outstanding = 0usize;
+    // Paced connections start at staggered offsets within one interval.
+    let mut next_send = Instant::now()
+        + interval.map_or(Duration::ZERO, |iv| {
+            iv.mul_f64((conn_no % 64) as f64 / 64.0)
+        });
     loop {
         let now = Instant::now();
         let open = now < deadline && sent < max_ops;
+        if interval.is_some() && next_send + Duration::from_millis(50) < now {
+            next_send = now;
+        }
         while open && sent < max_ops {
+            if interval.is_some() && next_send > now {
+                break;
+            }
             let Some(stream) = free.pop() else { break };
             body.clear();
             let seq = sent * 64 + conn_no;
@@ -244,15 +307,32 @@ async fn drive<W: Workload>(
             starts[stream as usize] = Some(now);
             sent += 1;
             outstanding += 1;
+            if let Some(iv) = interval {
+                next_send += iv;
+            }
         }
         if !out.is_empty() {
             conn.sock.write_all(&out).await?;
             out.clear();
         }
+        let paced_wait = interval.is_some() && open && !free.is_empty();
         if outstanding == 0 {
+            if paced_wait {
+                tokio::time::sleep_until(next_send.min(deadline).into()).await;
+                continue;
+            }
             break;
         }
-        if conn.sock.read_buf(&mut conn.buf).await? == 0 {
+        if paced_wait {
+            tokio::select! {
+                r = conn.sock.read_buf(&mut conn.buf) => {
+                    if r? == 0 {
+                        bail!("connection closed during the load");
+                    }
+                }
+                _ = tokio::time::sleep_until(next_send.min(deadline).into()) => continue,
+            }
+        } else if conn.sock.read_buf(&mut conn.buf).await? == 0 {
             bail!("connection closed during the load");
         }
         let done = Instant::now();

@@ -1,0 +1,1130 @@
+//! The savings benchmark: what autoprep saves the server.
+//!
+//! A legacy workload (time-series inserts, point selects, updates with their values inline as
+//! literals) runs against one Cassandra node in interleaved modes:
+//!
+//! - `direct-unprepared`: the literal QUERYs, straight to the server;
+//! - `autoprep`: the same QUERY stream through an autoprep process this program starts;
+//! - `direct-prepared`: the same statements as EXECUTEs of server-prepared ids, straight to the
+//!   server (what the application would cost if it had been rewritten);
+//! - `passthrough` (optional): the QUERY stream through a second autoprep with `--rewrite false`;
+//! - `proxied-prepared` (optional): the EXECUTE stream of `direct-prepared` through the autoprep
+//!   of `autoprep`, which passes EXECUTEs through: what being behind a proxy alone costs the
+//!   server, apart from the rewrite.
+//!
+//! Per mode it reports op/s, p50/p99 latency, server CPU per operation (utime + stime of the
+//! server process from /proc), autoprep's own CPU per operation, the statements the server
+//! counted in `system_views.cql_metrics`, and the ratios against the targets; as a table, as
+//! JSON (`--json`) and as an SVG chart (`--svg`).
+//!
+//! ```text
+//! cargo build --release -p autoprep -p autoprep-benches
+//! target/release/savings --mix insert --json savings.json --svg savings.svg
+//! ```
+
+use anyhow::{bail, Context, Result};
+use autoprep_benches::chart;
+use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
+use autoprep_benches::load::{self, Conn, Stats};
+use autoprep_benches::procfs;
+use clap::Parser;
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Parser, Debug)]
+#[command(about = "Server CPU per operation: unprepared, through autoprep, prepared")]
+struct Args {
+    /// The Cassandra node.
+    #[arg(long, default_value = "127.0.0.1:9042")]
+    upstream: String,
+    /// Pid of the server process (default: the CassandraDaemon listening on the upstream port).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// The autoprep binary to start in front of the server.
+    #[arg(long, default_value = "target/release/autoprep")]
+    autoprep_bin: String,
+    /// Where the started autoprep listens (the pass-through one listens on the next port).
+    #[arg(long, default_value = "127.0.0.1:19044")]
+    listen: String,
+    /// autoprep's --admission-threshold.
+    #[arg(long, default_value_t = 2)]
+    admission_threshold: u32,
+    /// Modes, measured in this order with the order rotated every round: direct-unprepared,
+    /// autoprep, direct-prepared, passthrough, proxied-prepared.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "direct-unprepared,autoprep,direct-prepared"
+    )]
+    modes: Vec<String>,
+    /// Statement mix: `insert`, or weights such as `insert=8,select=1,update=1`.
+    #[arg(long, default_value = "insert")]
+    mix: String,
+    /// How the literal statements write timestamps: `iso` ('2027-01-01 00:00:00.000+0000') or
+    /// `millis` (1798761600000).
+    #[arg(long, default_value = "iso")]
+    timestamp_literal: String,
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Requests in flight per connection (concurrency = connections × in-flight).
+    #[arg(long, default_value_t = 16)]
+    in_flight: usize,
+    /// Offered load in operations per second over all connections (default: closed loop, as
+    /// fast as the concurrency allows). A rate every mode sustains compares server CPU at the
+    /// same load rather than each mode at its own saturation.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Operations per measured phase (one mode, one round).
+    #[arg(long, default_value_t = 200_000)]
+    ops: u64,
+    /// A phase also ends after this many seconds.
+    #[arg(long, default_value_t = 40)]
+    phase_seconds: u64,
+    /// Milliseconds to wait after each phase's load before reading the counters, so that work
+    /// the phase leaves behind (garbage collection, memtable flushes) is counted in the phase
+    /// rather than in the next one.
+    #[arg(long, default_value_t = 1500)]
+    settle_ms: u64,
+    /// Measured rounds; each runs every mode once, in an order that cycles through every
+    /// permutation of the modes, so that each mode follows each other mode equally often.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Unprepared warm-up operations sent directly before measuring (the server's JIT needs on
+    /// the order of a million for its unprepared figures to settle); the other modes warm up
+    /// with a third of this.
+    #[arg(long, default_value_t = 300_000)]
+    warmup_ops: u64,
+    /// Upper bound of the warm-up, seconds.
+    #[arg(long, default_value_t = 150)]
+    warmup_seconds: u64,
+    /// No round starts after this many seconds of the run (at least one round runs).
+    #[arg(long, default_value_t = 1200)]
+    max_seconds: u64,
+    /// Rows that selects and updates address (written before the run).
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// Keep the table's rows from earlier runs (by default the table is truncated first).
+    #[arg(long)]
+    keep_data: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<String>,
+    /// Write the chart as SVG here.
+    #[arg(long)]
+    svg: Option<String>,
+    /// Only draw the chart (--svg) of an earlier run's JSON; no server needed.
+    #[arg(long, requires = "svg")]
+    replot: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    DirectUnprepared,
+    Autoprep,
+    DirectPrepared,
+    Passthrough,
+    ProxiedPrepared,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Result<Mode> {
+        Ok(match s.trim() {
+            "direct-unprepared" => Mode::DirectUnprepared,
+            "autoprep" => Mode::Autoprep,
+            "direct-prepared" => Mode::DirectPrepared,
+            "passthrough" => Mode::Passthrough,
+            "proxied-prepared" => Mode::ProxiedPrepared,
+            m => bail!(
+                "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough, \
+                 proxied-prepared)"
+            ),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::DirectUnprepared => "direct-unprepared",
+            Mode::Autoprep => "autoprep",
+            Mode::DirectPrepared => "direct-prepared",
+            Mode::Passthrough => "passthrough",
+            Mode::ProxiedPrepared => "proxied-prepared",
+        }
+    }
+}
+
+/// An autoprep child process, killed when dropped.
+struct Proxy {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proxy {
+    async fn start(a: &Args, addr: &str, rewrite: bool) -> Result<Proxy> {
+        let child = Command::new(&a.autoprep_bin)
+            .args(["--listen", addr, "--upstream", &a.upstream])
+            .args(["--admission-threshold", &a.admission_threshold.to_string()])
+            .args(["--rewrite", if rewrite { "true" } else { "false" }])
+            .args(["--log", "warn"])
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "start {} (cargo build --release -p autoprep)",
+                    a.autoprep_bin
+                )
+            })?;
+        let p = Proxy {
+            child,
+            addr: addr.to_owned(),
+        };
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(p);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("autoprep did not start listening on {addr}")
+    }
+}
+
+/// The counters read before and after a phase.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    server: u64,
+    server_sys: Option<u64>,
+    proxy_sys: Option<u64>,
+    proxy: Option<u64>,
+    client: u64,
+    machine_busy: u64,
+    machine_total: u64,
+    regular: f64,
+    prepared: f64,
+}
+
+/// What one phase (one mode in one round) measured.
+#[derive(Debug, Clone)]
+struct Phase {
+    mode: Mode,
+    round: usize,
+    stats: Stats,
+    server_s: f64,
+    proxy_s: Option<f64>,
+    client_s: f64,
+    /// CPU seconds of everything else on the machine during the phase.
+    other_s: f64,
+    regular: f64,
+    prepared: f64,
+    /// Read and write system calls of the server and of the proxy during the phase.
+    server_syscalls: Option<u64>,
+    proxy_syscalls: Option<u64>,
+}
+
+impl Phase {
+    fn per_op_us(&self, secs: f64) -> f64 {
+        secs * 1e6 / self.stats.ops.max(1) as f64
+    }
+    fn server_us(&self) -> f64 {
+        self.per_op_us(self.server_s)
+    }
+    fn proxy_us(&self) -> Option<f64> {
+        self.proxy_s.map(|s| self.per_op_us(s))
+    }
+    fn json(&self) -> Value {
+        let s = &self.stats;
+        json!({
+            "mode": self.mode.name(),
+            "round": self.round,
+            "ops": s.ops,
+            "errors": s.errors,
+            "seconds": s.elapsed.as_secs_f64(),
+            "ops_per_sec": s.ops_per_sec(),
+            "p50_us": s.quantile_us(0.50),
+            "p99_us": s.quantile_us(0.99),
+            "server_cpu_s": self.server_s,
+            "server_us_per_op": self.server_us(),
+            "server_cpu_s_per_10k_ops": self.server_us() / 100.0,
+            "autoprep_cpu_s": self.proxy_s,
+            "autoprep_us_per_op": self.proxy_us(),
+            "client_us_per_op": self.per_op_us(self.client_s),
+            "other_cpu_cores": self.other_s / s.elapsed.as_secs_f64().max(1e-9),
+            "regular_statements": self.regular,
+            "prepared_statements": self.prepared,
+            "server_syscalls_per_op": self.server_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
+            "autoprep_syscalls_per_op": self.proxy_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
+        })
+    }
+}
+
+struct Bench {
+    args: Args,
+    server_pid: u32,
+    ticks: f64,
+    metrics: Conn,
+    mix: Mix,
+    ids: [Vec<u8>; 3],
+    autoprep: Option<Proxy>,
+    passthrough: Option<Proxy>,
+    /// Insert sequence offset of the next phase: every phase writes rows of its own.
+    next_insert: u64,
+    /// Timestamps as integer literals.
+    millis: bool,
+}
+
+/// Reads `regular_statements_executed` and `prepared_statements_executed`.
+async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64)> {
+    let rows = conn
+        .rows("SELECT name, value FROM system_views.cql_metrics")
+        .await?;
+    let (mut regular, mut prepared) = (f64::NAN, f64::NAN);
+    for r in rows {
+        let (Some(Some(name)), Some(Some(v))) = (r.first(), r.get(1)) else {
+            continue;
+        };
+        let Ok(v) = <[u8; 8]>::try_from(v.as_slice()).map(f64::from_be_bytes) else {
+            continue;
+        };
+        match name.as_slice() {
+            b"regular_statements_executed" => regular = v,
+            b"prepared_statements_executed" => prepared = v,
+            _ => {}
+        }
+    }
+    if regular.is_nan() || prepared.is_nan() {
+        bail!("system_views.cql_metrics lacks the executed-statement counters");
+    }
+    Ok((regular, prepared))
+}
+
+impl Bench {
+    fn proxy_of(&self, mode: Mode) -> Option<&Proxy> {
+        match mode {
+            Mode::Autoprep | Mode::ProxiedPrepared => self.autoprep.as_ref(),
+            Mode::Passthrough => self.passthrough.as_ref(),
+            _ => None,
+        }
+    }
+
+    async fn sample(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
+        let mut m = (0.0, 0.0);
+        if metrics_first {
+            m = cql_metrics(&mut self.metrics).await?;
+        }
+        let proxy = match self.proxy_of(mode) {
+            Some(p) => Some(procfs::process_ticks(p.child.id())?),
+            None => None,
+        };
+        let (machine_busy, machine_total) = procfs::machine_ticks()?;
+        let proxy_sys = self
+            .proxy_of(mode)
+            .and_then(|p| procfs::process_syscalls(p.child.id()));
+        let s = Sample {
+            server: procfs::process_ticks(self.server_pid)?,
+            server_sys: procfs::process_syscalls(self.server_pid),
+            proxy_sys,
+            proxy,
+            client: procfs::process_ticks(std::process::id())?,
+            machine_busy,
+            machine_total,
+            regular: m.0,
+            prepared: m.1,
+        };
+        if metrics_first {
+            return Ok(s);
+        }
+        let m = cql_metrics(&mut self.metrics).await?;
+        Ok(Sample {
+            regular: m.0,
+            prepared: m.1,
+            ..s
+        })
+    }
+
+    /// Runs one phase of `mode`: `ops` operations (or `seconds`), with the counters around it.
+    async fn phase(
+        &mut self,
+        mode: Mode,
+        round: usize,
+        ops: u64,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<Phase> {
+        let form = match mode {
+            Mode::DirectPrepared | Mode::ProxiedPrepared => Form::Prepared(self.ids.clone()),
+            _ => Form::Literal,
+        };
+        let addr = match self.proxy_of(mode) {
+            Some(p) => p.addr.clone(),
+            None => self.args.upstream.clone(),
+        };
+        let w = Arc::new(Legacy {
+            mix: self.mix,
+            form,
+            keys: self.args.keys,
+            insert_offset: self.next_insert,
+            millis: self.millis,
+        });
+        // load::run numbers requests sent * 64 + connection.
+        self.next_insert += ops.div_ceil(self.args.connections.max(1) as u64) * 64 + 64;
+        let before = self.sample(mode, true).await?;
+        let stats = load::run_paced(
+            &addr,
+            w,
+            self.args.connections,
+            self.args.in_flight,
+            Duration::from_secs(seconds),
+            ops,
+            rate,
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(self.args.settle_ms)).await;
+        let after = self.sample(mode, false).await?;
+        let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
+        let server_s = secs(after.server, before.server);
+        let proxy_s = after.proxy.zip(before.proxy).map(|(a, b)| secs(a, b));
+        let client_s = secs(after.client, before.client);
+        let busy_s = secs(after.machine_busy, before.machine_busy);
+        let _ = after.machine_total;
+        Ok(Phase {
+            mode,
+            round,
+            server_s,
+            proxy_s,
+            client_s,
+            other_s: (busy_s - server_s - proxy_s.unwrap_or(0.0) - client_s).max(0.0),
+            // The metrics read after the phase counts itself as one regular statement.
+            regular: after.regular - before.regular - 1.0,
+            prepared: after.prepared - before.prepared,
+            server_syscalls: after.server_sys.zip(before.server_sys).map(|(a, b)| a - b),
+            proxy_syscalls: after.proxy_sys.zip(before.proxy_sys).map(|(a, b)| a - b),
+            stats,
+        })
+    }
+}
+
+/// Permutation number `n` (cyclic) of `items` in lexicographic order of positions.
+fn nth_permutation<T: Copy>(items: &[T], n: usize) -> Vec<T> {
+    let count: usize = (1..=items.len()).product();
+    let mut n = n % count.max(1);
+    let mut pool = items.to_vec();
+    let mut out = Vec::with_capacity(items.len());
+    for k in (1..=items.len()).rev() {
+        let f: usize = (1..k).product();
+        out.push(pool.remove(n / f));
+        n %= f;
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `2026-05-04 12:34:56 UTC`.
+fn now_utc() -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut s = String::new();
+    legacy::push_timestamp_literal(&mut s, ms / 1000 * 1000);
+    format!("{} UTC", &s[1..20])
+}
+
+fn git_rev() -> Option<String> {
+    let o = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+/// Per-mode medians over the measured rounds.
+struct Summary {
+    mode: Mode,
+    ops: u64,
+    errors: u64,
+    ops_per_sec: f64,
+    p50: f64,
+    p99: f64,
+    server_us: f64,
+    proxy_us: Option<f64>,
+    client_us: f64,
+    other_cores: f64,
+    regular_per_op: f64,
+    prepared_per_op: f64,
+    server_syscalls_per_op: f64,
+    proxy_syscalls_per_op: Option<f64>,
+}
+
+fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
+    let m = |f: &dyn Fn(&Phase) -> f64| median(phases.iter().map(|p| f(p)).collect());
+    let ops: u64 = phases.iter().map(|p| p.stats.ops).sum();
+    Summary {
+        mode,
+        ops,
+        errors: phases.iter().map(|p| p.stats.errors).sum(),
+        ops_per_sec: m(&|p| p.stats.ops_per_sec()),
+        p50: m(&|p| f64::from(p.stats.quantile_us(0.5))),
+        p99: m(&|p| f64::from(p.stats.quantile_us(0.99))),
+        server_us: m(&|p| p.server_us()),
+        proxy_us: phases
+            .iter()
+            .all(|p| p.proxy_s.is_some())
+            .then(|| m(&|p| p.proxy_us().unwrap_or(f64::NAN))),
+        client_us: m(&|p| p.per_op_us(p.client_s)),
+        other_cores: m(&|p| p.other_s / p.stats.elapsed.as_secs_f64().max(1e-9)),
+        server_syscalls_per_op: m(&|p| {
+            p.server_syscalls
+                .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
+        }),
+        proxy_syscalls_per_op: phases.iter().all(|p| p.proxy_syscalls.is_some()).then(|| {
+            m(&|p| {
+                p.proxy_syscalls
+                    .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
+            })
+        }),
+        regular_per_op: phases.iter().map(|p| p.regular).sum::<f64>() / ops.max(1) as f64,
+        prepared_per_op: phases.iter().map(|p| p.prepared).sum::<f64>() / ops.max(1) as f64,
+    }
+}
+
+fn print_phase(p: &Phase) {
+    let s = &p.stats;
+    println!(
+        "  round {:<2} {:<18} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
+        p.round,
+        p.mode.name(),
+        s.ops,
+        s.ops_per_sec(),
+        s.quantile_us(0.5),
+        s.quantile_us(0.99),
+        p.server_us(),
+        p.proxy_us()
+            .map(|u| format!("  autoprep {u:>5.2} µs/op"))
+            .unwrap_or_default(),
+        p.other_s / s.elapsed.as_secs_f64().max(1e-9),
+        p.regular,
+        p.prepared,
+        if s.errors > 0 {
+            format!("  ERRORS {}", s.errors)
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// A ratio with its target: (name, median of the per-round ratios, every round, target, kind).
+struct Ratio {
+    name: &'static str,
+    value: f64,
+    rounds: Vec<f64>,
+    target: Option<(&'static str, f64)>,
+}
+
+impl Ratio {
+    fn met(&self) -> Option<bool> {
+        self.target.map(|(op, t)| match op {
+            "<=" => self.value <= t,
+            _ => self.value >= t,
+        })
+    }
+}
+
+/// Per-round ratios of `f(a) / f(b)` for the rounds where both modes ran.
+fn paired(phases: &[Phase], a: Mode, b: Mode, f: impl Fn(&Phase) -> f64) -> Vec<f64> {
+    let rounds = phases.iter().map(|p| p.round).max().map_or(0, |r| r + 1);
+    (0..rounds)
+        .filter_map(|r| {
+            let x = phases.iter().find(|p| p.round == r && p.mode == a)?;
+            let y = phases.iter().find(|p| p.round == r && p.mode == b)?;
+            Some(f(x) / f(y))
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    if let (Some(from), Some(to)) = (&args.replot, &args.svg) {
+        let doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(from).with_context(|| format!("read {from}"))?,
+        )?;
+        std::fs::write(to, svg_from_doc(&doc)).with_context(|| format!("write {to}"))?;
+        println!("wrote {to}");
+        return Ok(());
+    }
+    let started = Instant::now();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mix = Mix::parse(&args.mix)?;
+    let modes = args
+        .modes
+        .iter()
+        .map(|m| Mode::parse(m))
+        .collect::<Result<Vec<_>>>()?;
+    if modes.is_empty() {
+        bail!("no modes");
+    }
+    let server_pid = match args.server_pid {
+        Some(p) => p,
+        None => {
+            let target = std::net::ToSocketAddrs::to_socket_addrs(&args.upstream)
+                .with_context(|| format!("resolve {}", args.upstream))?
+                .next()
+                .context("--upstream must be host:port")?;
+            procfs::find_cassandra(target)?
+        }
+    };
+    let ticks = procfs::clock_ticks_per_sec();
+
+    let mut setup = Conn::connect(&args.upstream).await?;
+    let release = setup
+        .rows("SELECT release_version FROM system.local")
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    legacy::create_schema(&mut setup, !args.keep_data).await?;
+    let ids = legacy::prepare(&mut setup, &mix).await?;
+    if mix.select + mix.update > 0 {
+        let id = setup.prepare(&legacy::Op::Insert.prepared_text()).await?;
+        let s = load::run(
+            &args.upstream,
+            Arc::new(Preload { id }),
+            1,
+            64,
+            Duration::from_secs(120),
+            args.keys,
+        )
+        .await?;
+        if s.errors > 0 {
+            bail!("{} errors writing the {} keyed rows", s.errors, args.keys);
+        }
+    }
+    let millis = match args.timestamp_literal.as_str() {
+        "iso" => false,
+        "millis" => true,
+        t => bail!("--timestamp-literal {t:?}: iso or millis"),
+    };
+    let autoprep = if modes.contains(&Mode::Autoprep) || modes.contains(&Mode::ProxiedPrepared) {
+        Some(Proxy::start(&args, &args.listen, true).await?)
+    } else {
+        None
+    };
+    let passthrough = if modes.contains(&Mode::Passthrough) {
+        let (host, p) = args.listen.rsplit_once(':').context("--listen host:port")?;
+        let addr = format!("{host}:{}", p.parse::<u16>()? + 1);
+        Some(Proxy::start(&args, &addr, false).await?)
+    } else {
+        None
+    };
+    let metrics = Conn::connect(&args.upstream).await?;
+    let mut b = Bench {
+        server_pid,
+        ticks,
+        metrics,
+        mix,
+        ids,
+        autoprep,
+        passthrough,
+        next_insert: 0,
+        millis,
+        args,
+    };
+    let a = &b.args;
+    println!(
+        "savings: Cassandra {release} pid {server_pid} at {}, mix {} ({} timestamps), {} connections × {} in flight{}, {} rounds of {} ops (≤ {} s) per mode",
+        a.upstream,
+        mix.describe(),
+        a.timestamp_literal,
+        a.connections,
+        a.in_flight,
+        a.rate.map_or(" closed loop".into(), |r| format!(" at {r:.0} op/s")),
+        a.rounds,
+        a.ops,
+        a.phase_seconds
+    );
+
+    // Warm-up: the server's JIT (unprepared parsing above all), autoprep's cache, connections.
+    let warm_deadline = Instant::now() + Duration::from_secs(b.args.warmup_seconds);
+    let mut warmups = Vec::new();
+    for &mode in &modes {
+        let ops = if mode == Mode::DirectUnprepared {
+            b.args.warmup_ops
+        } else {
+            b.args.warmup_ops / 3
+        };
+        let left = warm_deadline.saturating_duration_since(Instant::now());
+        if ops == 0 || left.is_zero() {
+            continue;
+        }
+        // Warm-up runs closed-loop: as many operations as possible in the time.
+        let p = b.phase(mode, 0, ops, left.as_secs().max(1), None).await?;
+        println!(
+            "warm-up {:<18} {:>8} ops {:>8.0} op/s  server {:.2} µs/op",
+            mode.name(),
+            p.stats.ops,
+            p.stats.ops_per_sec(),
+            p.server_us()
+        );
+        warmups.push(p);
+    }
+
+    let run_deadline = started + Duration::from_secs(b.args.max_seconds);
+    let mut phases: Vec<Phase> = Vec::new();
+    for round in 0..b.args.rounds {
+        if round > 0 && Instant::now() >= run_deadline {
+            println!("time bound reached after {round} rounds");
+            break;
+        }
+        for mode in nth_permutation(&modes, round) {
+            if matches!(mode, Mode::DirectPrepared | Mode::ProxiedPrepared) {
+                // Re-prepare in case the server evicted the ids (cheap; same ids).
+                b.ids = legacy::prepare(&mut b.metrics, &b.mix).await?;
+            }
+            let (ops, secs, rate) = (b.args.ops, b.args.phase_seconds, b.args.rate);
+            let p = b.phase(mode, round, ops, secs, rate).await?;
+            print_phase(&p);
+            if p.server_us() < 2.0 {
+                println!(
+                    "  warning: pid {} used {:.2} µs of CPU per operation: is it the server that \
+                     answered? (--server-pid)",
+                    b.server_pid,
+                    p.server_us()
+                );
+            }
+            phases.push(p);
+        }
+    }
+
+    let summaries: Vec<Summary> = modes
+        .iter()
+        .map(|&m| {
+            let ps: Vec<&Phase> = phases.iter().filter(|p| p.mode == m).collect();
+            summarize(m, &ps)
+        })
+        .collect();
+
+    println!();
+    println!(
+        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "mode (medians)",
+        "op/s",
+        "p50",
+        "p99",
+        "server",
+        "autoprep",
+        "client",
+        "other",
+        "regular",
+        "prepared",
+        "server",
+        "autoprep",
+        "errors"
+    );
+    println!(
+        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "",
+        "",
+        "µs",
+        "µs",
+        "µs/op",
+        "µs/op",
+        "µs/op",
+        "cores",
+        "stmt/op",
+        "stmt/op",
+        "sysc/op",
+        "sysc/op",
+        ""
+    );
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |u| format!("{u:.prec$}"));
+    for s in &summaries {
+        println!(
+            "{:<18} {:>8.0} {:>7.0} {:>7.0} {:>8.2} {:>9} {:>7.2} {:>6.2} {:>9.3} {:>9.3} {:>8} {:>8} {:>6}",
+            s.mode.name(),
+            s.ops_per_sec,
+            s.p50,
+            s.p99,
+            s.server_us,
+            opt(s.proxy_us, 2),
+            s.client_us,
+            s.other_cores,
+            s.regular_per_op,
+            s.prepared_per_op,
+            opt(Some(s.server_syscalls_per_op).filter(|x| x.is_finite()), 2),
+            opt(s.proxy_syscalls_per_op, 2),
+            s.errors
+        );
+    }
+    println!("(sysc/op: read and write system calls per operation, from /proc/PID/io)");
+
+    let has = |m: Mode| modes.contains(&m);
+    let mut ratios = Vec::new();
+    let srv = |p: &Phase| p.server_us();
+    let tput = |p: &Phase| p.stats.ops_per_sec();
+    let mut add = |name, a: Mode, b: Mode, f: &dyn Fn(&Phase) -> f64, target| {
+        if has(a) && has(b) {
+            let rounds = paired(&phases, a, b, f);
+            ratios.push(Ratio {
+                name,
+                value: median(rounds.clone()),
+                rounds,
+                target,
+            });
+        }
+    };
+    use Mode::*;
+    add(
+        "server CPU/op: autoprep / direct-unprepared",
+        Autoprep,
+        DirectUnprepared,
+        &srv,
+        Some(("<=", 0.70)),
+    );
+    add(
+        "server CPU/op: autoprep / direct-prepared",
+        Autoprep,
+        DirectPrepared,
+        &srv,
+        Some(("<=", 1.10)),
+    );
+    add(
+        "server CPU/op: direct-prepared / direct-unprepared",
+        DirectPrepared,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: passthrough / direct-unprepared",
+        Passthrough,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: proxied-prepared / direct-prepared",
+        ProxiedPrepared,
+        DirectPrepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: autoprep / proxied-prepared",
+        Autoprep,
+        ProxiedPrepared,
+        &srv,
+        None,
+    );
+    add(
+        "op/s: autoprep / direct-unprepared",
+        Autoprep,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: autoprep / direct-prepared",
+        Autoprep,
+        DirectPrepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: direct-prepared / direct-unprepared",
+        DirectPrepared,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: passthrough / direct-unprepared",
+        Passthrough,
+        DirectUnprepared,
+        &tput,
+        None,
+    );
+    // autoprep's own CPU per rewritten operation: the rewritten operations are the EXECUTEs
+    // the server counted during autoprep's phases.
+    let auto: Vec<&Phase> = phases.iter().filter(|p| p.mode == Autoprep).collect();
+    let proxy_per_rewritten: Vec<f64> = auto
+        .iter()
+        .filter_map(|p| Some(p.proxy_s? * 1e6 / p.prepared.max(1.0)))
+        .collect();
+    let rewritten_share = auto.iter().map(|p| p.prepared).sum::<f64>()
+        / auto.iter().map(|p| p.stats.ops).sum::<u64>().max(1) as f64;
+
+    println!();
+    println!("ratios (median of the per-round ratios)      value   target    rounds");
+    for r in &ratios {
+        println!(
+            "  {:<50} {:>6.3}   {:<9} {}",
+            r.name,
+            r.value,
+            match (r.target, r.met()) {
+                (Some((op, t)), Some(met)) =>
+                    format!("{op} {t:.2} {}", if met { "met" } else { "MISSED" }),
+                _ => String::new(),
+            },
+            r.rounds
+                .iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let proxy_us = median(proxy_per_rewritten.clone());
+    if !auto.is_empty() {
+        println!(
+            "  {:<50} {:>6.3}   {:<9} {}",
+            "autoprep CPU per rewritten operation, µs",
+            proxy_us,
+            format!("<= 5.00 {}", if proxy_us <= 5.0 { "met" } else { "MISSED" }),
+            proxy_per_rewritten
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "  {:<50} {:>6.3}",
+            "share of autoprep's operations run as EXECUTE", rewritten_share
+        );
+    }
+    let foreign: f64 = phases
+        .iter()
+        .map(|p| (p.regular + p.prepared - p.stats.ops as f64).max(0.0))
+        .sum();
+    let measured_ops: u64 = phases.iter().map(|p| p.stats.ops).sum();
+    println!(
+        "  statements from other clients during the phases: {foreign:.0} ({:.3}% of ours)",
+        foreign * 100.0 / measured_ops.max(1) as f64
+    );
+    println!("run took {:.0} s", started.elapsed().as_secs_f64());
+
+    let a = &b.args;
+    let date = now_utc();
+    {
+        let mode_json: Vec<Value> = summaries
+            .iter()
+            .map(|s| {
+                json!({
+                    "mode": s.mode.name(),
+                    "ops": s.ops,
+                    "errors": s.errors,
+                    "ops_per_sec": s.ops_per_sec,
+                    "p50_us": s.p50,
+                    "p99_us": s.p99,
+                    "server_us_per_op": s.server_us,
+                    "server_cpu_s_per_10k_ops": s.server_us / 100.0,
+                    "autoprep_us_per_op": s.proxy_us,
+                    "client_us_per_op": s.client_us,
+                    "other_cpu_cores": s.other_cores,
+                    "regular_statements_per_op": s.regular_per_op,
+                    "prepared_statements_per_op": s.prepared_per_op,
+                    "server_syscalls_per_op": s.server_syscalls_per_op,
+                    "autoprep_syscalls_per_op": s.proxy_syscalls_per_op,
+                })
+            })
+            .collect();
+        let ratio_json: Vec<Value> = ratios
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "median": r.value,
+                    "rounds": r.rounds,
+                    "target": r.target.map(|(op, t)| format!("{op} {t}")),
+                    "met": r.met(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "benchmark": "autoprep savings",
+            "date": date,
+            "command": command,
+            "git_rev": git_rev(),
+            "server": { "release": release, "pid": server_pid, "address": a.upstream },
+            "machine_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "settings": {
+                "mix": mix.describe(),
+                "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+                "connections": a.connections,
+                "in_flight": a.in_flight,
+                "rate": a.rate,
+                "timestamp_literal": a.timestamp_literal,
+                "ops_per_phase": a.ops,
+                "phase_seconds": a.phase_seconds,
+                "rounds": a.rounds,
+                "settle_ms": a.settle_ms,
+                "warmup_ops": a.warmup_ops,
+                "keys": a.keys,
+                "admission_threshold": a.admission_threshold,
+                "consistency": "ONE",
+                "protocol": "v4",
+            },
+            "modes": mode_json,
+            "ratios": ratio_json,
+            "autoprep_us_per_rewritten_op": {
+                "median": proxy_us,
+                "rounds": proxy_per_rewritten,
+                "target": "<= 5",
+                "met": (!auto.is_empty()).then_some(proxy_us <= 5.0),
+            },
+            "autoprep_rewritten_share": (!auto.is_empty()).then_some(rewritten_share),
+            "foreign_statements": foreign,
+            "warmup": warmups.iter().map(Phase::json).collect::<Vec<_>>(),
+            "phases": phases.iter().map(Phase::json).collect::<Vec<_>>(),
+        });
+        if let Some(path) = &a.json {
+            std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+                .with_context(|| format!("write {path}"))?;
+            println!("wrote {path}");
+        }
+        if let Some(path) = &a.svg {
+            std::fs::write(path, svg_from_doc(&doc)).with_context(|| format!("write {path}"))?;
+            println!("wrote {path}");
+        }
+    }
+    Ok(())
+}
+
+/// What the chart's subtitle says about a run.
+fn subtitle(doc: &Value) -> String {
+    let st = &doc["settings"];
+    let n = |k: &str| st[k].as_f64().unwrap_or(0.0);
+    let rounds = doc["phases"]
+        .as_array()
+        .and_then(|p| p.iter().filter_map(|x| x["round"].as_u64()).max())
+        .map_or(0, |r| r + 1);
+    format!(
+        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {rounds} rounds × {} ops, {}",
+        doc["server"]["release"].as_str().unwrap_or("?"),
+        st["mix"].as_str().unwrap_or("?"),
+        st["timestamp_literal"].as_str().unwrap_or("iso"),
+        n("connections"),
+        n("in_flight"),
+        st["rate"]
+            .as_f64()
+            .map_or(" (closed loop)".into(), |r| format!(" at {r:.0} op/s")),
+        n("ops_per_phase"),
+        doc["date"].as_str().unwrap_or("").get(..10).unwrap_or(""),
+    )
+}
+
+/// The chart of a result document (what `--json` writes), so that committed results can be
+/// drawn again with `--replot`.
+fn svg_from_doc(doc: &Value) -> String {
+    let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let empty = Vec::new();
+    let modes = doc["modes"].as_array().unwrap_or(&empty);
+    let phases = doc["phases"].as_array().unwrap_or(&empty);
+    let rounds_of = |mode: &str, k: &str| -> Vec<f64> {
+        phases
+            .iter()
+            .filter(|p| p["mode"] == mode)
+            .filter_map(|p| f(p, k))
+            .collect()
+    };
+    let bars: Vec<chart::Bar> = modes
+        .iter()
+        .map(|m| {
+            let name = m["mode"].as_str().unwrap_or("?");
+            chart::Bar {
+                mode: name.into(),
+                server_us: f(m, "server_us_per_op").unwrap_or(f64::NAN),
+                proxy_us: f(m, "autoprep_us_per_op"),
+                server_rounds: rounds_of(name, "server_us_per_op"),
+                ops: f(m, "ops_per_sec").unwrap_or(f64::NAN),
+                ops_rounds: rounds_of(name, "ops_per_sec"),
+            }
+        })
+        .collect();
+    let server_of = |mode: &str| {
+        modes
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .and_then(|m| f(m, "server_us_per_op"))
+    };
+    let mut lines = Vec::new();
+    if let Some(u) = server_of("direct-unprepared") {
+        lines.push(chart::Line {
+            label: "target 0.70 × unprepared".into(),
+            us: u * 0.70,
+            color: "#a03030".into(),
+        });
+    }
+    if let Some(p) = server_of("direct-prepared") {
+        lines.push(chart::Line {
+            label: "target 1.10 × prepared".into(),
+            us: p * 1.10,
+            color: "#4a7a20".into(),
+        });
+    }
+    let footer = doc["ratios"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter(|r| !r["target"].is_null())
+        .filter_map(|r| {
+            let name = r["name"].as_str()?.trim_start_matches("server CPU/op: ");
+            Some(format!("{name} = {:.2}", f(r, "median")?))
+        })
+        .chain(
+            f(&doc["autoprep_us_per_rewritten_op"], "median")
+                .map(|u| format!("autoprep {u:.1} µs/op")),
+        )
+        .collect::<Vec<_>>()
+        .join(" · ");
+    chart::render(
+        "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared",
+        &subtitle(doc),
+        &bars,
+        &lines,
+        &format!("server CPU/op {footer}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_cycle_and_balance_predecessors() {
+        let m = [0, 1, 2];
+        let all: Vec<Vec<i32>> = (0..6).map(|r| nth_permutation(&m, r)).collect();
+        assert_eq!(all[0], vec![0, 1, 2]);
+        assert_eq!(all[5], vec![2, 1, 0]);
+        assert_eq!(nth_permutation(&m, 6), all[0]);
+        let mut pairs = std::collections::HashMap::new();
+        for p in &all {
+            for w in p.windows(2) {
+                *pairs.entry((w[0], w[1])).or_insert(0) += 1;
+            }
+        }
+        assert!(pairs.values().all(|&c| c == 2), "{pairs:?}");
+    }
+}
