@@ -710,19 +710,7 @@ impl<'t, 'a> Parser<'t, 'a> {
         self.kw("DELETE");
         if !self.at_kw("FROM") {
             loop {
-                self.name()?;
-                match self.kind(self.pos) {
-                    Some(TokenKind::LBracket) => {
-                        self.expect(TokenKind::LBracket)?;
-                        self.value_term(false, 0)?;
-                        self.expect(TokenKind::RBracket)?;
-                    }
-                    Some(TokenKind::Dot) => {
-                        self.expect(TokenKind::Dot)?;
-                        self.name()?;
-                    }
-                    _ => {}
-                }
+                self.element_ref()?;
                 if self.kind(self.pos) != Some(TokenKind::Comma) {
                     break;
                 }
@@ -841,8 +829,9 @@ impl<'t, 'a> Parser<'t, 'a> {
         }
     }
 
-    /// One LWT condition (`columnCondition`).
-    fn condition(&mut self) -> PResult<()> {
+    /// A column, an element of it (`c[term]`) or a UDT field (`c.f`): what DELETE removes and
+    /// what an LWT condition tests.
+    fn element_ref(&mut self) -> PResult<()> {
         self.name()?;
         match self.kind(self.pos) {
             Some(TokenKind::LBracket) => {
@@ -856,6 +845,12 @@ impl<'t, 'a> Parser<'t, 'a> {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// One LWT condition (`columnCondition`).
+    fn condition(&mut self) -> PResult<()> {
+        self.element_ref()?;
         match self.tok(self.pos) {
             Some(t) if is_relop(t.kind) => {
                 self.copy(Piece::Word)?;
