@@ -80,34 +80,25 @@ impl Conn {
         Ok(e)
     }
 
+    /// Sends a statement with no values at consistency ONE and waits for its answer.
+    async fn call_query(&mut self, cql: &str) -> Result<Envelope> {
+        let mut body = Vec::new();
+        let params = QueryParams {
+            consistency: 1,
+            ..Default::default()
+        };
+        encode_query(ProtocolVersion::V4, cql.as_bytes(), &params, &mut body)?;
+        self.call(Opcode::QUERY, &body).await
+    }
+
     /// Runs a statement with no values.
     pub async fn query(&mut self, cql: &str) -> Result<()> {
-        let mut body = Vec::new();
-        encode_query(
-            ProtocolVersion::V4,
-            cql.as_bytes(),
-            &QueryParams {
-                consistency: 1,
-                ..Default::default()
-            },
-            &mut body,
-        )?;
-        self.call(Opcode::QUERY, &body).await.map(|_| ())
+        self.call_query(cql).await.map(|_| ())
     }
 
     /// Runs a statement with no values and returns the cells of its rows (`None` for null).
     pub async fn rows(&mut self, cql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-        let mut body = Vec::new();
-        encode_query(
-            ProtocolVersion::V4,
-            cql.as_bytes(),
-            &QueryParams {
-                consistency: 1,
-                ..Default::default()
-            },
-            &mut body,
-        )?;
-        let e = self.call(Opcode::QUERY, &body).await?;
+        let e = self.call_query(cql).await?;
         match ResultView::parse(e.body(), ProtocolVersion::V4)? {
             ResultView::Rows(r) => r
                 .rows()

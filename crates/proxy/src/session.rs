@@ -539,7 +539,9 @@ async fn on_response(
     shared: &Shared,
     to_upstream: &mpsc::Sender<Out>,
 ) -> Result<Option<Envelope>, End> {
-    let compression = shared.lock().compression;
+    // Only the rare branches below need the body, so only they read the negotiated compression:
+    // most responses take no lock here.
+    let compression = || shared.lock().compression;
     let max = ctx.cfg.max_frame_bytes;
     match pending {
         Pending::Client {
@@ -547,7 +549,7 @@ async fn on_response(
             use_keyspace,
         } => {
             if use_keyspace && env.header().opcode == Opcode::RESULT {
-                if let Some(ks) = set_keyspace(&env, compression, max) {
+                if let Some(ks) = set_keyspace(&env, compression(), max) {
                     shared.lock().keyspace = Some(ks.into());
                 }
             }
@@ -559,7 +561,7 @@ async fn on_response(
             text,
             keyspace,
         } => {
-            prepared(&env, fingerprint, text, keyspace, ctx, compression);
+            prepared(&env, fingerprint, text, keyspace, ctx, compression());
             Ok(None)
         }
         Pending::Rewritten {
@@ -568,7 +570,7 @@ async fn on_response(
             used,
         } => {
             if env.header().opcode == Opcode::ERROR {
-                if let Some(unknown) = unprepared_id(&env, compression, max) {
+                if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for fp in used.with_id(&unknown) {
                         ctx.cache.invalidate(rewrite::NODE, fp, &unknown);
                     }
