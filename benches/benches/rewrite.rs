@@ -16,6 +16,7 @@ fn hit_path(c: &mut Criterion) {
         b.iter(|| {
             let d = decide(
                 &ctx,
+                autoprep::rewrite::NODE,
                 &header,
                 &body,
                 None,

@@ -55,6 +55,7 @@ fn run_hit_path(n: usize) {
     for _ in 0..n {
         let d = decide(
             &ctx,
+            autoprep::rewrite::NODE,
             &header,
             black_box(&body),
             None,

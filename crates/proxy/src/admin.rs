@@ -1,7 +1,7 @@
 //! The admin server: HTTP/1.1 on its own port (`--admin`, `AUTOPREP_ADMIN`).
 //!
 //! - `GET /live`: 200 while the process runs.
-//! - `GET /ready`: 200 once the data listener accepts connections and the upstream node answers
+//! - `GET /ready`: 200 once the data listener accepts connections and an upstream node answers
 //!   OPTIONS with SUPPORTED (probed at most once a second, with a timeout); 503 with the reason
 //!   otherwise, and from the moment the proxy starts draining.
 //! - `GET /metrics`: the Prometheus text format (see [`crate::metrics`]).
@@ -233,13 +233,25 @@ async fn ready(state: &State) -> Result<(), String> {
     if let Some(r) = cached {
         return r;
     }
-    let upstream = &ctx.cfg.upstream;
-    let result = match tokio::time::timeout(PROBE_TIMEOUT, probe(upstream)).await {
-        Ok(r) => r.map_err(|e| format!("upstream {upstream}: {e}")),
-        Err(_) => Err(format!(
-            "upstream {upstream}: no answer to OPTIONS within {} ms",
-            PROBE_TIMEOUT.as_millis()
-        )),
+    // Ready when any contact point answers: a new client connection goes to one that does.
+    let mut failures = Vec::new();
+    for upstream in ctx.upstreams.addrs() {
+        match tokio::time::timeout(PROBE_TIMEOUT, probe(upstream)).await {
+            Ok(Ok(())) => {
+                failures.clear();
+                break;
+            }
+            Ok(Err(e)) => failures.push(format!("upstream {upstream}: {e}")),
+            Err(_) => failures.push(format!(
+                "upstream {upstream}: no answer to OPTIONS within {} ms",
+                PROBE_TIMEOUT.as_millis()
+            )),
+        }
+    }
+    let result = if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
     };
     *state.readiness.lock().unwrap_or_else(|p| p.into_inner()) =
         Some((Instant::now(), result.clone()));

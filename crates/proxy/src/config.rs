@@ -11,9 +11,16 @@ pub struct Config {
     #[arg(long, env = "AUTOPREP_LISTEN", default_value = "127.0.0.1:9043")]
     pub listen: String,
 
-    /// The Cassandra / ScyllaDB node to forward to (host:port).
+    /// The Cassandra / ScyllaDB nodes to forward to: host:port, or a comma-separated list of
+    /// contact points (each new client connection goes to the next healthy one).
     #[arg(long, env = "AUTOPREP_UPSTREAM", default_value = "127.0.0.1:9042")]
     pub upstream: String,
+
+    /// The address (ip or ip:port) drivers are told is the cluster's only node, in
+    /// system.local; default: the listen address. Required when --listen is a wildcard
+    /// address (0.0.0.0, [::]); in Kubernetes, the pod IP.
+    #[arg(long, env = "AUTOPREP_ADVERTISE_ADDRESS")]
+    pub advertise_address: Option<String>,
 
     /// Largest envelope body accepted from either side, in bytes.
     #[arg(long, env = "AUTOPREP_MAX_FRAME_BYTES", default_value_t = autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN)]
@@ -75,6 +82,7 @@ impl Config {
         Config {
             listen: "127.0.0.1:0".into(),
             upstream: upstream.into(),
+            advertise_address: None,
             max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
             connect_timeout_ms: 5000,
             log: "info".into(),

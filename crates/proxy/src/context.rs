@@ -1,10 +1,12 @@
-//! What every session of the process shares: the configuration, the prepared-statement cache,
-//! the encoder options, the metrics and per-shape statistics, and the health flags the admin
-//! server reports.
+//! What every session of the process shares: the configuration, the upstream contact points,
+//! the topology shown to drivers, the prepared-statement cache, the encoder options, the
+//! metrics and per-shape statistics, and the health flags the admin server reports.
 
 use crate::config::Config;
+use crate::contact_points::ContactPoints;
 use crate::metrics::Metrics;
 use crate::shapes::Shapes;
+use crate::topology::Topology;
 use autoprep_cache::{CacheConfig, PreparedCache};
 use autoprep_protocol::types::encode::EncodeOptions;
 use std::net::SocketAddr;
@@ -15,6 +17,10 @@ use std::sync::OnceLock;
 #[derive(Debug)]
 pub struct Context {
     pub cfg: Config,
+    /// The upstream contact points (`--upstream`).
+    pub upstreams: ContactPoints,
+    /// What drivers are told about the cluster (`--advertise-address`).
+    pub topology: Topology,
     pub cache: PreparedCache,
     pub encode: EncodeOptions,
     pub metrics: Metrics,
@@ -39,6 +45,8 @@ impl Context {
             })?),
             None => None,
         };
+        let upstreams = ContactPoints::parse(&cfg.upstream)?;
+        let topology = Topology::new(&cfg.listen, cfg.advertise_address.as_deref())?;
         let cache = PreparedCache::new(CacheConfig {
             max_entries: cfg.cache_entries,
             max_bytes: cfg.cache_bytes,
@@ -46,6 +54,8 @@ impl Context {
             ..CacheConfig::default()
         });
         Ok(Context {
+            upstreams,
+            topology,
             cache,
             encode: EncodeOptions { server_time_zone },
             metrics: Metrics::default(),

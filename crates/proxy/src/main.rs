@@ -16,12 +16,22 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("start the runtime")?;
+    // Configuration errors (contact points, advertise address) before anything is bound.
+    let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
     rt.block_on(async move {
+        let cfg = &ctx.cfg;
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
             .await
             .with_context(|| format!("bind {}", cfg.listen))?;
-        tracing::info!(listen = %listener.local_addr()?, upstream = %cfg.upstream, rewrite = cfg.rewrite, "autoprep listening");
-        let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
+        ctx.topology.bound(listener.local_addr()?);
+        let advertised = ctx.topology.advertised().map(|a| a.addr.to_string());
+        tracing::info!(
+            listen = %listener.local_addr()?,
+            upstream = %cfg.upstream,
+            advertised = advertised.as_deref().unwrap_or("-"),
+            rewrite = cfg.rewrite,
+            "autoprep listening"
+        );
         if let Some(admin) = ctx.cfg.admin.clone() {
             // Its own thread and runtime: it answers even when this runtime is saturated.
             autoprep::admin::spawn(&admin, ctx.clone())?;

@@ -29,6 +29,12 @@ pub struct Metrics {
     pub prepares_ok: AtomicU64,
     pub prepares_failed: AtomicU64,
     pub unprepared_recoveries: AtomicU64,
+    /// Topology answers (`system.local`, `system.peers[_v2]`) rewritten.
+    pub topology_rewrites: AtomicU64,
+    /// TOPOLOGY_CHANGE and STATUS_CHANGE events kept from clients.
+    pub events_dropped: AtomicU64,
+    /// Upstream connection attempts a contact point refused or let time out.
+    pub upstream_connect_failures: AtomicU64,
     pub bytes_from_clients: AtomicU64,
     /// Shared with the client writer tasks, which count what they write.
     pub bytes_to_clients: Arc<AtomicU64>,
@@ -172,6 +178,36 @@ impl Metrics {
             "autoprep_unprepared_recoveries_total",
             &[],
             load(&self.unprepared_recoveries),
+        );
+        e.head(
+            "autoprep_topology_rewrites_total",
+            "counter",
+            "Answers to system.local / system.peers / system.peers_v2 rewritten to show the proxy as the cluster.",
+        );
+        e.sample(
+            "autoprep_topology_rewrites_total",
+            &[],
+            load(&self.topology_rewrites),
+        );
+        e.head(
+            "autoprep_events_dropped_total",
+            "counter",
+            "TOPOLOGY_CHANGE and STATUS_CHANGE events not passed to clients.",
+        );
+        e.sample(
+            "autoprep_events_dropped_total",
+            &[],
+            load(&self.events_dropped),
+        );
+        e.head(
+            "autoprep_upstream_connect_failures_total",
+            "counter",
+            "Connections to an upstream contact point refused or timed out (the next node is tried).",
+        );
+        e.sample(
+            "autoprep_upstream_connect_failures_total",
+            &[],
+            load(&self.upstream_connect_failures),
         );
 
         e.head(

@@ -22,7 +22,8 @@ use autoprep_protocol::types::{encode_literal, ColumnType};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::time::Instant;
 
-/// The upstream node prepared ids belong to (one upstream per process for now).
+/// The cache's node id of the first (or only) `--upstream` contact point; a session's node is
+/// the index of the contact point its upstream connection went to.
 pub const NODE: u32 = 0;
 
 /// A PREPARE the session should send in the background.
@@ -162,12 +163,15 @@ fn client_values_fit(shape: &Shape<'_>, values: Option<Values<'_>>) -> Result<()
     Ok(())
 }
 
-/// Decides the fate of a QUERY whose (decompressed) body is `body`.
+/// Decides the fate of a QUERY whose (decompressed) body is `body`, on a connection to the
+/// upstream node `node` (its index in the contact points, the cache's node id).
 /// `scratch` is a buffer the caller reuses between calls. When the text normalized to a shape,
 /// `shape_stats` receives the shape's statistics (its execution counted), for the caller to record
 /// the outcome and latency on.
+#[allow(clippy::too_many_arguments)]
 pub fn decide(
     ctx: &Context,
+    node: u32,
     header: &Header,
     body: &[u8],
     conn_keyspace: Option<&str>,
@@ -210,7 +214,7 @@ pub fn decide(
     let fingerprint = shape.fingerprint(keyspace);
     *shape_stats = Some(ctx.shapes.enter(fingerprint, keyspace, &shape.text));
     let key = ShapeKey {
-        node: NODE,
+        node,
         fingerprint,
         keyspace,
         text: &shape.text,
@@ -234,7 +238,7 @@ pub fn decide(
     };
     if entry.bind_types.len() != shape.slots.len() {
         ctx.cache
-            .failed(NODE, fingerprint, "bind variable count differs", now);
+            .failed(node, fingerprint, "bind variable count differs", now);
         return pass("bind variable count differs");
     }
 
@@ -278,9 +282,10 @@ pub fn decide(
 }
 
 /// Decides the fate of a BATCH message: it becomes a BATCH of prepared children only when
-/// every text child normalizes to a shape that is prepared on this node.
+/// every text child normalizes to a shape that is prepared on this node (`node`).
 pub fn decide_batch(
     ctx: &Context,
+    node: u32,
     header: &Header,
     body: &[u8],
     conn_keyspace: Option<&str>,
@@ -337,7 +342,7 @@ pub fn decide_batch(
         }
         let fingerprint = shape.fingerprint(keyspace);
         let key = ShapeKey {
-            node: NODE,
+            node,
             fingerprint,
             keyspace,
             text: &shape.text,
@@ -362,7 +367,7 @@ pub fn decide_batch(
             }
             Lookup::Ready(_) => {
                 ctx.cache
-                    .failed(NODE, fingerprint, "bind variable count differs", now);
+                    .failed(node, fingerprint, "bind variable count differs", now);
                 return pass("bind variable count differs");
             }
             Lookup::PrepareNow => {

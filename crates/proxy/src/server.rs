@@ -15,6 +15,9 @@ use tracing::{info, warn};
 /// Accepts connections on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
+    if let Ok(local) = listener.local_addr() {
+        ctx.topology.bound(local);
+    }
     ctx.listening.store(true, Ordering::Relaxed);
     let mut next_id = 0u64;
     loop {
@@ -46,6 +49,7 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
     let ctx = Arc::new(Context::new(cfg)?);
+    ctx.topology.bound(addr);
     // Bound is listening (the kernel queues connections), even before `run` first polls.
     ctx.listening.store(true, Ordering::Relaxed);
     if let Some(admin) = ctx.cfg.admin.clone() {

@@ -11,6 +11,7 @@ use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
+use crate::topology;
 use crate::writer::{self, Out};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::compression::{self, Compression};
@@ -60,6 +61,8 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled whenever an upstream stream id is released.
     freed: Notify,
+    /// The upstream node (contact point index): the cache's node id for this connection.
+    node: u32,
 }
 
 impl Shared {
@@ -103,25 +106,18 @@ pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
 
 async fn serve(client: TcpStream, ctx: &Context) {
     let cfg = &ctx.cfg;
-    let connect = tokio::time::timeout(
-        Duration::from_millis(cfg.connect_timeout_ms),
-        TcpStream::connect(&cfg.upstream),
-    )
-    .await;
-    let upstream = match connect {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            warn!(upstream = %cfg.upstream, error = %e, "upstream refused the connection; closing the client connection");
-            return;
-        }
-        Err(_) => {
-            warn!(upstream = %cfg.upstream, "upstream connect timed out; closing the client connection");
+    let timeout = Duration::from_millis(cfg.connect_timeout_ms);
+    let failures = &ctx.metrics.upstream_connect_failures;
+    let (upstream, picked) = match ctx.upstreams.connect(timeout, failures).await {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "closing the client connection");
             return;
         }
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    debug!("connected upstream");
+    debug!(node = picked.node, upstream = ?picked.peer, "connected upstream");
     let (client_rd, client_wr) = client.into_split();
     let (upstream_rd, upstream_wr) = upstream.into_split();
     let (to_client, client_rx) = mpsc::channel(CHANNEL_DEPTH);
@@ -136,6 +132,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
             ..State::default()
         }),
         freed: Notify::new(),
+        node: picked.node,
     });
 
     let end = tokio::select! {
@@ -166,7 +163,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
     // connections prepare those shapes at once.
     for p in shared.lock().streams.in_flight() {
         if let Pending::Prepare { fingerprint, .. } = p {
-            ctx.cache.abandoned(rewrite::NODE, *fingerprint);
+            ctx.cache.abandoned(shared.node, *fingerprint);
         }
     }
     // Every sender is gone with the readers: the writers flush what is queued and stop.
@@ -354,17 +351,40 @@ async fn forward_request(
         }
     }
     let is_batch = header.opcode == Opcode::BATCH;
-    if ctx.cfg.rewrite && (header.opcode == Opcode::QUERY || is_batch) {
+    let is_query = header.opcode == Opcode::QUERY;
+    let topology_candidate = is_query
+        || header.opcode == Opcode::PREPARE
+        || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
+    if topology_candidate || ctx.cfg.rewrite && is_batch {
         let (compression, keyspace) = {
             let st = shared.lock();
             (st.compression, st.keyspace.clone())
         };
-        let now = Instant::now();
         let ks = keyspace.as_deref();
+        let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
+        if let Some(read) = body
+            .as_deref()
+            .and_then(|b| ctx.topology.classify(&header, b, ks))
+        {
+            // A topology read goes as it is (never rewritten): its answer is.
+            if is_query {
+                ctx.metrics.passthrough("topology");
+            }
+            let up = allocate(shared, Pending::Topology { stream, read }).await;
+            return send_upstream(to_upstream, env.into_frame(), up).await;
+        }
+        if !(ctx.cfg.rewrite && (is_query || is_batch)) {
+            let up = allocate(shared, Pending::client(stream)).await;
+            return send_upstream(to_upstream, env.into_frame(), up).await;
+        }
+        let node = shared.node;
+        let now = Instant::now();
         let mut shape = None;
-        let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
-            Some(body) if is_batch => rewrite::decide_batch(ctx, &header, &body, ks, now, scratch),
-            Some(body) => rewrite::decide(ctx, &header, &body, ks, now, scratch, &mut shape),
+        let decision = match body {
+            Some(body) if is_batch => {
+                rewrite::decide_batch(ctx, node, &header, &body, ks, now, scratch)
+            }
+            Some(body) => rewrite::decide(ctx, node, &header, &body, ks, now, scratch, &mut shape),
             None => Decision::pass("undecodable body"),
         };
         shapes::record_outcome(shape.as_deref(), &decision);
@@ -468,6 +488,9 @@ async fn upstream_to_client(
                 Err(e) => return End::BadUpstreamInput(e.to_string()),
             };
             let header = *env.header();
+            if header.stream.0 < 0 && !keep_event(&env, ctx, shared) {
+                continue;
+            }
             if header.stream.0 >= 0 {
                 let (pending, tag) = shared.lock().streams.release_tagged(header.stream.0);
                 shared.freed.notify_one();
@@ -530,6 +553,17 @@ async fn upstream_to_client(
     }
 }
 
+/// Whether a server-initiated envelope (an EVENT) reaches the client (see [`topology`]).
+fn keep_event(env: &Envelope, ctx: &Context, shared: &Shared) -> bool {
+    let compression = shared.lock().compression;
+    let keep = topology::keep_event(env, compression, ctx.cfg.max_frame_bytes);
+    if !keep {
+        Metrics::inc(&ctx.metrics.events_dropped);
+        debug!("topology or status event kept from the client");
+    }
+    keep
+}
+
 /// Handles a response to a request in flight. Returns the envelope to give the client (under
 /// the client's stream id), or `None` when the response stops at the proxy.
 async fn on_response(
@@ -553,6 +587,16 @@ async fn on_response(
                     shared.lock().keyspace = Some(ks.into());
                 }
             }
+            if env.header().opcode == Opcode::SUPPORTED {
+                env = topology::supported(env, compression(), max);
+            }
+            env.set_stream(StreamId(stream));
+            Ok(Some(env))
+        }
+        Pending::Topology { stream, read } => {
+            let mut env = ctx
+                .topology
+                .on_response(env, &read, compression(), max, &ctx.metrics);
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }
@@ -561,7 +605,15 @@ async fn on_response(
             text,
             keyspace,
         } => {
-            prepared(&env, fingerprint, text, keyspace, ctx, compression());
+            prepared(
+                &env,
+                shared.node,
+                fingerprint,
+                text,
+                keyspace,
+                ctx,
+                compression(),
+            );
             Ok(None)
         }
         Pending::Rewritten {
@@ -572,14 +624,14 @@ async fn on_response(
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for fp in used.with_id(&unknown) {
-                        ctx.cache.invalidate(rewrite::NODE, fp, &unknown);
+                        ctx.cache.invalidate(shared.node, fp, &unknown);
                     }
                     return replay(&env, stream, original, ctx, shared, to_upstream).await;
                 }
             }
             let mut env = match &used {
                 Used::One { fingerprint, id } if env.header().version >= ProtocolVersion::V5 => {
-                    without_metadata_change(env, *fingerprint, id, ctx)
+                    without_metadata_change(env, shared.node, *fingerprint, id, ctx)
                 }
                 _ => env,
             };
@@ -635,6 +687,7 @@ fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -
 /// Records the answer to the proxy's own PREPARE in the cache.
 fn prepared(
     env: &Envelope,
+    node: u32,
     fingerprint: [u8; 16],
     text: String,
     keyspace: Option<String>,
@@ -671,14 +724,13 @@ fn prepared(
             // A normalized shape carries no literal values: safe to log.
             debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);
-            ctx.cache.prepared(rewrite::NODE, fingerprint, e);
+            ctx.cache.prepared(node, fingerprint, e);
         }
         None => {
             Metrics::inc(&ctx.metrics.prepares_failed);
             ctx.shapes.prepare_failed(&fingerprint);
             debug!("PREPARE of a shape failed; it passes through for a while");
-            ctx.cache
-                .failed(rewrite::NODE, fingerprint, "prepare failed", now);
+            ctx.cache.failed(node, fingerprint, "prepare failed", now);
         }
     }
 }
@@ -688,6 +740,7 @@ fn prepared(
 /// gets the Rows a QUERY would have got: without that flag and id.
 fn without_metadata_change(
     env: Envelope,
+    node: u32,
     fingerprint: [u8; 16],
     id: &[u8],
     ctx: &Context,
@@ -728,7 +781,7 @@ fn without_metadata_change(
         return env;
     }
     ctx.cache.update_result_metadata(
-        rewrite::NODE,
+        node,
         fingerprint,
         id,
         Bytes::copy_from_slice(new_id),

@@ -25,6 +25,12 @@ pub enum Pending {
         original: bytes::Bytes,
         used: crate::rewrite::Used,
     },
+    /// A client request reading the cluster topology (`system.local`, `system.peers[_v2]`),
+    /// forwarded as it was; its answer is rewritten (see [`crate::topology`]).
+    Topology {
+        stream: i16,
+        read: crate::topology::Read,
+    },
     /// The proxy's own PREPARE of a shape; its answer never reaches the client.
     Prepare {
         fingerprint: [u8; 16],

@@ -1,8 +1,10 @@
 //! The CQL language as far as the rewrite needs it: the lexer, the literal values, and the
-//! normalizer that turns a literal-bearing statement into a canonical shape plus its literals.
+//! normalizer that turns a literal-bearing statement into a canonical shape plus its literals,
+//! and the table a SELECT reads (for the proxy's topology rewriting).
 
 pub mod lexer;
 pub mod literal;
 pub mod normalize;
+pub mod source_table;
 
 pub use literal::Literal;

@@ -12,6 +12,7 @@ pub mod execute;
 pub mod prepare;
 pub mod query;
 pub mod result;
+pub mod rows_edit;
 pub mod startup;
 pub mod supported;
 

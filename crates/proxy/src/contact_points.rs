@@ -1,0 +1,276 @@
+//! The upstream contact points (`--upstream a:9042,b:9042`) and the choice of a node for each
+//! new client connection.
+//!
+//! Every client connection gets its own upstream connection, to one node. The choice rotates:
+//! each new connection starts its search one node further along the list (round-robin), so
+//! connections spread over the nodes. A node that refuses a connection or does not accept it
+//! within the connect timeout is skipped, and remembered as failed for [`BACKOFF`]: during
+//! that time it is tried only after every other node (so a dead node costs one failed attempt
+//! per back-off period, not one per connection), and never given up on entirely (when every
+//! node is in back-off, all are still tried in order).
+//!
+//! A node's index in the list is its identity for the prepared-statement cache: each node has
+//! its own server-side cache, so a shape prepared on one node is prepared again on another.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use tokio::net::TcpStream;
+
+/// How long a node that refused or timed out is tried only after the others.
+pub const BACKOFF: Duration = Duration::from_secs(5);
+
+/// A configuration problem with `--upstream`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ContactPointsError {
+    /// The list names no node.
+    #[error("--upstream names no node (expected host:port[,host:port...])")]
+    Empty,
+    /// An entry is not `host:port`.
+    #[error("--upstream entry {entry:?} is not host:port")]
+    NotHostPort { entry: String },
+}
+
+/// Why no upstream connection could be made.
+#[derive(Debug, Error)]
+#[error("no upstream node accepted the connection ({})", .attempts.join("; "))]
+pub struct ConnectError {
+    /// One line per node tried: its address and what happened.
+    pub attempts: Vec<String>,
+}
+
+/// One contact point.
+#[derive(Debug)]
+struct Node {
+    /// `host:port` as configured (resolved at each connect, so DNS changes are followed).
+    addr: String,
+    /// Until when the node is tried last, after a failure.
+    backoff_until: Mutex<Option<Instant>>,
+}
+
+/// The configured nodes and the round-robin cursor.
+#[derive(Debug)]
+pub struct ContactPoints {
+    nodes: Vec<Node>,
+    next: AtomicUsize,
+}
+
+/// The node a client connection went to: its index (the cache's node id) and address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Picked {
+    /// Index in the `--upstream` list.
+    pub node: u32,
+    /// The address the connection went to.
+    pub peer: Option<SocketAddr>,
+}
+
+impl ContactPoints {
+    /// Parses a comma-separated `host:port` list (whitespace around entries is ignored).
+    pub fn parse(list: &str) -> Result<ContactPoints, ContactPointsError> {
+        let mut nodes = Vec::new();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let ok = entry
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !ok {
+                return Err(ContactPointsError::NotHostPort {
+                    entry: entry.to_owned(),
+                });
+            }
+            nodes.push(Node {
+                addr: entry.to_owned(),
+                backoff_until: Mutex::new(None),
+            });
+        }
+        if nodes.is_empty() {
+            return Err(ContactPointsError::Empty);
+        }
+        Ok(ContactPoints {
+            nodes,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// How many nodes are configured.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when no node is configured (never, once parsed).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The address of node `i`, as configured.
+    pub fn addr(&self, i: usize) -> Option<&str> {
+        self.nodes.get(i).map(|n| n.addr.as_str())
+    }
+
+    /// Every configured address, in order.
+    pub fn addrs(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| n.addr.as_str())
+    }
+
+    /// The order in which to try the nodes for a new connection: from the round-robin cursor
+    /// on, nodes not in back-off first, then those in back-off (soonest to leave it first).
+    pub fn pick(&self, now: Instant) -> Vec<usize> {
+        let n = self.nodes.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        let mut healthy = Vec::with_capacity(n);
+        let mut backing_off = Vec::new();
+        for i in (0..n).map(|k| (start + k) % n) {
+            match self.backoff_until(i) {
+                Some(until) if until > now => backing_off.push((until, i)),
+                _ => healthy.push(i),
+            }
+        }
+        backing_off.sort();
+        healthy.extend(backing_off.into_iter().map(|(_, i)| i));
+        healthy
+    }
+
+    fn backoff_until(&self, i: usize) -> Option<Instant> {
+        *self.nodes[i]
+            .backoff_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_backoff(&self, i: usize, until: Option<Instant>) {
+        if let Some(node) = self.nodes.get(i) {
+            *node.backoff_until.lock().unwrap_or_else(|p| p.into_inner()) = until;
+        }
+    }
+
+    /// Records that node `i` refused or timed out at `now`.
+    pub fn failed(&self, i: usize, now: Instant) {
+        self.set_backoff(i, Some(now + BACKOFF));
+    }
+
+    /// Records that node `i` accepted a connection.
+    pub fn succeeded(&self, i: usize) {
+        if self.backoff_until(i).is_some() {
+            self.set_backoff(i, None);
+        }
+    }
+
+    /// Connects to a node for a new client connection: tries the nodes in [`pick`] order,
+    /// each within `timeout`, and returns the first connection made with the node's index.
+    /// Each node that refuses or times out adds one to `failures`.
+    ///
+    /// [`pick`]: ContactPoints::pick
+    pub async fn connect(
+        &self,
+        timeout: Duration,
+        failures: &AtomicU64,
+    ) -> Result<(TcpStream, Picked), ConnectError> {
+        let mut attempts = Vec::new();
+        for i in self.pick(Instant::now()) {
+            let addr = &self.nodes[i].addr;
+            match tokio::time::timeout(timeout, TcpStream::connect(addr.as_str())).await {
+                Ok(Ok(sock)) => {
+                    self.succeeded(i);
+                    let picked = Picked {
+                        // The list is far shorter than u32::MAX.
+                        node: u32::try_from(i).unwrap_or(u32::MAX),
+                        peer: sock.peer_addr().ok(),
+                    };
+                    return Ok((sock, picked));
+                }
+                Ok(Err(e)) => attempts.push(format!("{addr}: {e}")),
+                Err(_) => attempts.push(format!("{addr}: timed out after {timeout:?}")),
+            }
+            failures.fetch_add(1, Ordering::Relaxed);
+            self.failed(i, Instant::now());
+        }
+        Err(ConnectError { attempts })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists() {
+        let cp = ContactPoints::parse(" a:9042, 10.0.0.2:9043 ,[::1]:9042,").unwrap();
+        assert_eq!(
+            cp.addrs().collect::<Vec<_>>(),
+            ["a:9042", "10.0.0.2:9043", "[::1]:9042"]
+        );
+        assert_eq!(
+            ContactPoints::parse(" , ").unwrap_err(),
+            ContactPointsError::Empty
+        );
+        for bad in ["a", "a:", ":9042", "a:port", "a:70000"] {
+            assert!(
+                matches!(
+                    ContactPoints::parse(bad),
+                    Err(ContactPointsError::NotHostPort { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn round_robin_starting_point() {
+        let cp = ContactPoints::parse("a:1,b:2,c:3").unwrap();
+        let now = Instant::now();
+        assert_eq!(cp.pick(now), [0, 1, 2]);
+        assert_eq!(cp.pick(now), [1, 2, 0]);
+        assert_eq!(cp.pick(now), [2, 0, 1]);
+        assert_eq!(cp.pick(now), [0, 1, 2]);
+    }
+
+    #[test]
+    fn failed_nodes_go_last_until_their_backoff_ends() {
+        let cp = ContactPoints::parse("a:1,b:2,c:3").unwrap();
+        let now = Instant::now();
+        cp.failed(0, now);
+        cp.failed(1, now - Duration::from_secs(1));
+        // b leaves its back-off first, so it comes before a.
+        assert_eq!(cp.pick(now), [2, 1, 0]);
+        assert_eq!(cp.pick(now), [2, 1, 0]);
+        // After the back-off both are healthy again, in round-robin order.
+        assert_eq!(cp.pick(now + BACKOFF + Duration::from_millis(1)), [2, 0, 1]);
+        cp.succeeded(0);
+        assert_eq!(cp.pick(now), [0, 2, 1]);
+    }
+
+    #[test]
+    fn connect_skips_a_refusing_node() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let live = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let dead_addr = dead.local_addr().unwrap();
+            drop(dead);
+            let cp = ContactPoints::parse(&format!("{dead_addr},{}", live.local_addr().unwrap()))
+                .unwrap();
+            let failures = AtomicU64::new(0);
+            for _ in 0..4 {
+                let (_sock, picked) = cp.connect(Duration::from_secs(5), &failures).await.unwrap();
+                assert_eq!(picked.node, 1);
+                assert_eq!(picked.peer, Some(live.local_addr().unwrap()));
+                let _ = live.accept().await.unwrap();
+            }
+            // The dead node cost one attempt: from then on it was tried after the live one.
+            assert_eq!(failures.load(Ordering::Relaxed), 1);
+            // The dead node was remembered: it is tried last now.
+            assert_eq!(cp.pick(Instant::now())[1], 0);
+            let all_dead = ContactPoints::parse(&dead_addr.to_string()).unwrap();
+            let err = all_dead
+                .connect(Duration::from_secs(5), &failures)
+                .await
+                .unwrap_err();
+            assert_eq!(err.attempts.len(), 1);
+            assert!(err.to_string().contains(&dead_addr.to_string()), "{err}");
+        });
+    }
+}
