@@ -20,12 +20,15 @@
 #   CASSANDRA_STORAGE_PORT  [7000]
 #   CASSANDRA_JMX_PORT      [7199]            JMX binds 127.0.0.1: every node needs its own
 #   CASSANDRA_SEEDS         [$CASSANDRA_LISTEN:$CASSANDRA_STORAGE_PORT]
+#   CASSANDRA_CLUSTER_NAME  [autoprep]        nodes join only a cluster of the same name
 #   CASSANDRA_AUTH          [none]            none | password (PasswordAuthenticator +
 #                                             CassandraAuthorizer, superuser cassandra/cassandra)
 #   CASSANDRA_PREPARED_CACHE []               prepared_statements_cache_size, e.g. 1MiB
 #   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log;
 #                                             system keyspaces are excluded by default)
 #   CASSANDRA_HEAP          [1G]
+#   CASSANDRA_RING_DELAY_MS [100]             a node joining a cluster needs its seed's gossip
+#                                             answer within this (give it a few seconds)
 #   CASSANDRA_START_TIMEOUT [120]  CASSANDRA_STOP_TIMEOUT [30]   seconds
 #   JAVA_HOME               [/usr/lib/jvm/java-17-openjdk-amd64 when present]
 set -euo pipefail
@@ -42,10 +45,12 @@ NATIVE_PORT="${CASSANDRA_NATIVE_PORT:-9042}"
 STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
 JMX_PORT="${CASSANDRA_JMX_PORT:-7199}"
 SEEDS="${CASSANDRA_SEEDS:-$LISTEN:$STORAGE_PORT}"
+CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-autoprep}"
 AUTH="${CASSANDRA_AUTH:-none}"
 PREPARED_CACHE="${CASSANDRA_PREPARED_CACHE:-}"
 AUDIT="${CASSANDRA_AUDIT:-}"
 HEAP="${CASSANDRA_HEAP:-1G}"
+RING_DELAY_MS="${CASSANDRA_RING_DELAY_MS:-100}"
 START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${CASSANDRA_STOP_TIMEOUT:-30}"
 
@@ -169,7 +174,7 @@ cmd_install() {
 write_config() {
     local conf="$NODE_DIR/conf/cassandra.yaml"
     mkdir -p "$NODE_DIR"/{conf,data,commitlog,saved_caches,hints,cdc_raw,triggers} "$LOG_DIR"
-    sed -e "s|@SEEDS@|$SEEDS|" -e "s|@LISTEN@|$LISTEN|g" \
+    sed -e "s|@SEEDS@|$SEEDS|" -e "s|@LISTEN@|$LISTEN|g" -e "s|@CLUSTER_NAME@|$CLUSTER_NAME|" \
         -e "s|@STORAGE_PORT@|$STORAGE_PORT|" -e "s|@NATIVE_PORT@|$NATIVE_PORT|" \
         -e "s|@NODE_DIR@|$NODE_DIR|g" "$CONF_SRC/cassandra.yaml.in" >"$conf.tmp"
     {
@@ -261,7 +266,7 @@ cmd_start() {
             "-Dcassandra-pidfile=$PID_FILE"
             "-Dcassandra.jmx.local.port=$JMX_PORT"
             "-Dcassandra.skip_wait_for_gossip_to_settle=0"
-            "-Dcassandra.ring_delay_ms=100"
+            "-Dcassandra.ring_delay_ms=$RING_DELAY_MS"
             "-Dcassandra.superuser_setup_delay_ms=0"
             "-Dcassandra.gossip_settle_min_wait_ms=0"
             -cp "$LIB_DIR/*"
@@ -363,6 +368,7 @@ native_port  $NATIVE_PORT
 storage_port $STORAGE_PORT
 jmx_port     $JMX_PORT
 seeds        $SEEDS
+cluster_name $CLUSTER_NAME
 auth         $AUTH
 EOF
 }

@@ -97,16 +97,18 @@ def _proxy_binary():
 
 @contextlib.contextmanager
 def run_proxy(upstream, log_dir, *extra_args):
-    """Runs the autoprep binary on a free loopback port in front of `upstream` (host, port) with
-    `extra_args` (e.g. "--admission-threshold", "1"); stops it on exit and fails the test if it
-    exited early or panicked."""
+    """Runs the autoprep binary on a free loopback port in front of `upstream` (host, port), or
+    a "host:port,host:port" list of contact points, with `extra_args` (e.g.
+    "--admission-threshold", "1"); stops it on exit and fails the test if it exited early or
+    panicked."""
     binary = _proxy_binary()
     host, port = "127.0.0.1", _free_port()
     log_path = Path(log_dir) / f"autoprep-{port}.log"
     logf = open(log_path, "wb")
     env = dict(os.environ, NO_COLOR="1", RUST_BACKTRACE="1")
     proc = subprocess.Popen(
-        [str(binary), "--listen", f"{host}:{port}", "--upstream", f"{upstream[0]}:{upstream[1]}",
+        [str(binary), "--listen", f"{host}:{port}", "--upstream",
+         upstream if isinstance(upstream, str) else f"{upstream[0]}:{upstream[1]}",
          "--log", os.environ.get("AUTOPREP_TEST_LOG", "info"), *extra_args],
         stdout=logf, stderr=subprocess.STDOUT, env=env,
     )

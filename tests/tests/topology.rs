@@ -1,7 +1,7 @@
 //! Topology answers through autoprep, against the real server: `system.local` shows the proxy
 //! (advertised address, port, host id, one token) and nothing else changes; the peers tables
-//! are empty; prepared topology reads are rewritten too; SUPPORTED from Cassandra is untouched;
-//! several contact points, one refusing.
+//! are empty; prepared topology reads, and topology reads autoprep itself prepared, are
+//! rewritten too; SUPPORTED from Cassandra is untouched; several contact points, one refusing.
 
 use autoprep::config::Config;
 use autoprep::topology::Advertised;
@@ -57,7 +57,7 @@ fn system_local_shows_the_proxy_and_peers_are_empty() {
         let mut direct = Client::connect_with(&direct_addr, v, c).unwrap();
         let mut through = Client::connect_with(&proxy_addr.to_string(), v, c).unwrap();
         // Three times: a literal-bearing QUERY is auto-prepared from its second sighting,
-        // but topology reads never are.
+        // topology reads included.
         for _ in 0..3 {
             for q in [
                 "SELECT * FROM system.local WHERE key='local'",
@@ -80,8 +80,8 @@ fn system_local_shows_the_proxy_and_peers_are_empty() {
                             let want = d.rows[0][i].as_deref().map(first_of_set);
                             assert_eq!(got, want)
                         }
-                        // gossip_generation and truncated_at are the server's own, read twice.
-                        "gossip_generation" | "truncated_at" => {}
+                        // Read twice, while other tests change the schema and flush.
+                        "gossip_generation" | "truncated_at" | "schema_version" => {}
                         _ => assert_eq!(got, d.rows[0][i], "{name} unchanged"),
                     }
                 }
@@ -125,6 +125,37 @@ fn system_local_shows_the_proxy_and_peers_are_empty() {
         assert_eq!(a.body(), b.body(), "{v:?} {c:?}");
     }
     assert!(ctx.metrics.topology_rewrites.load(Ordering::Relaxed) >= 5 * 3 * 5);
+    // `... WHERE key='local'` has a literal: it was auto-prepared like any other statement,
+    // and its EXECUTE's answer rewritten all the same.
+    assert!(ctx.metrics.queries_rewritten.load(Ordering::Relaxed) >= 5);
+}
+
+#[test]
+fn schema_changes_are_answered_after_the_agreement_check() {
+    // On a one-node cluster the check agrees at once; the answers are the server's.
+    let (proxy_addr, _ctx) = proxy_ctx(Config::for_upstream(&upstream()));
+    for (v, c) in COMBOS {
+        let mut through = Client::connect_with(&proxy_addr.to_string(), v, c).unwrap();
+        let ks = format!("topology_rs_{}", v as u8);
+        for q in [
+            format!("DROP KEYSPACE IF EXISTS {ks}"),
+            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+            format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)"),
+            format!("ALTER TABLE {ks}.t ADD w int"),
+        ] {
+            let r = through.query(&q).unwrap();
+            assert!(
+                matches!(r, Response::SchemaChange | Response::Void),
+                "{q}: {r:?}"
+            );
+        }
+        let r = through
+            .query(&format!("INSERT INTO {ks}.t (k, v, w) VALUES (1, 'a', 2)"))
+            .unwrap();
+        assert_eq!(r, Response::Void);
+        let r = through.query(&format!("DROP KEYSPACE {ks}")).unwrap();
+        assert_eq!(r, Response::SchemaChange);
+    }
 }
 
 #[test]
@@ -142,7 +173,9 @@ fn a_refusing_contact_point_is_skipped() {
     }
     // The dead node was tried once, then kept in back-off behind the live one.
     assert_eq!(
-        ctx.metrics.upstream_connect_failures.load(Ordering::Relaxed),
+        ctx.metrics
+            .upstream_connect_failures
+            .load(Ordering::Relaxed),
         1
     );
 }

@@ -56,6 +56,16 @@ pub struct Config {
     #[arg(long, env = "AUTOPREP_SERVER_TIME_ZONE")]
     pub server_time_zone: Option<String>,
 
+    /// How long, in milliseconds, the answer to a schema change (CREATE, ALTER, DROP) may be
+    /// held until every node reports the same schema version (drivers cannot check it through
+    /// the proxy: they see no peers); 0: answer at once.
+    #[arg(
+        long,
+        env = "AUTOPREP_SCHEMA_AGREEMENT_WAIT_MS",
+        default_value_t = 10_000
+    )]
+    pub schema_agreement_wait_ms: u64,
+
     /// Upstream stream ids per connection (the protocol allows 32768); fewer only for tests
     /// of the backpressure path.
     #[arg(
@@ -85,6 +95,7 @@ impl Config {
             advertise_address: None,
             max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
             connect_timeout_ms: 5000,
+            schema_agreement_wait_ms: 10_000,
             log: "info".into(),
             rewrite: true,
             cache_entries: 10_000,

@@ -9,6 +9,7 @@
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
+//! - [`schema_agreement`]: holds schema-change answers until every node has the new schema.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
 //! - [`shapes`]: per-statement-shape statistics.
@@ -26,6 +27,7 @@ pub mod context;
 pub mod metrics;
 pub mod protocol_error;
 pub mod rewrite;
+pub mod schema_agreement;
 pub mod server;
 pub mod session;
 pub mod shapes;

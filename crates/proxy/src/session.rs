@@ -9,6 +9,7 @@ use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
+use crate::schema_agreement;
 use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::topology;
@@ -362,19 +363,19 @@ async fn forward_request(
         };
         let ks = keyspace.as_deref();
         let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
-        if let Some(read) = body
+        // A topology read (system.local, system.peers...) gets its answer rewritten, whether
+        // the request itself is rewritten or not.
+        let topology = body
             .as_deref()
-            .and_then(|b| ctx.topology.classify(&header, b, ks))
-        {
-            // A topology read goes as it is (never rewritten): its answer is.
-            if is_query {
-                ctx.metrics.passthrough("topology");
-            }
-            let up = allocate(shared, Pending::Topology { stream, read }).await;
-            return send_upstream(to_upstream, env.into_frame(), up).await;
-        }
+            .and_then(|b| ctx.topology.classify(&header, b, ks));
+        let schema_change = topology.is_none()
+            && is_query
+            && body
+                .as_deref()
+                .is_some_and(|b| schema_agreement::is_schema_change(&header, b));
         if !(ctx.cfg.rewrite && (is_query || is_batch)) {
-            let up = allocate(shared, Pending::client(stream)).await;
+            let pending = as_sent(stream, false, topology, schema_change);
+            let up = allocate(shared, pending).await;
             return send_upstream(to_upstream, env.into_frame(), up).await;
         }
         let node = shared.node;
@@ -395,6 +396,7 @@ async fn forward_request(
                     stream,
                     original: env.into_frame().freeze(),
                     used,
+                    topology,
                 };
                 let up = allocate_tagged(shared, pending, shape).await;
                 return send_upstream(to_upstream, frame, up).await;
@@ -405,10 +407,7 @@ async fn forward_request(
                 use_keyspace,
             } => {
                 ctx.metrics.passthrough(reason);
-                let pending = Pending::Client {
-                    stream,
-                    use_keyspace,
-                };
+                let pending = as_sent(stream, use_keyspace, topology, schema_change);
                 let up = allocate_tagged(shared, pending, shape).await;
                 send_upstream(to_upstream, env.into_frame(), up).await?;
                 for p in prepare {
@@ -420,6 +419,23 @@ async fn forward_request(
     }
     let up = allocate(shared, Pending::client(stream)).await;
     send_upstream(to_upstream, env.into_frame(), up).await
+}
+
+/// The pending entry of a request that goes upstream as the client sent it.
+fn as_sent(
+    stream: i16,
+    use_keyspace: bool,
+    topology: Option<topology::Read>,
+    schema_change: bool,
+) -> Pending {
+    match topology {
+        Some(read) => Pending::Topology { stream, read },
+        None if schema_change => Pending::SchemaChange { stream },
+        None => Pending::Client {
+            stream,
+            use_keyspace,
+        },
+    }
 }
 
 /// Sends the proxy's own PREPARE of a shape on this connection (so it inherits the keyspace,
@@ -593,6 +609,23 @@ async fn on_response(
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }
+        Pending::SchemaChange { stream } => {
+            let up = env.header().stream.0;
+            env.set_stream(StreamId(stream));
+            let hold = ctx.cfg.schema_agreement_wait_ms > 0
+                && schema_agreement::changed_schema(&env, compression(), max);
+            if !hold {
+                return Ok(Some(env));
+            }
+            let step = schema_agreement::Check::start(env, Instant::now());
+            schema_step(step, up, shared, to_upstream).await
+        }
+        Pending::SchemaCheck(check) => {
+            let up = env.header().stream.0;
+            let wait = Duration::from_millis(ctx.cfg.schema_agreement_wait_ms);
+            let step = check.next(&env, compression(), max, Instant::now(), wait);
+            schema_step(step, up, shared, to_upstream).await
+        }
         Pending::Topology { stream, read } => {
             let mut env = ctx
                 .topology
@@ -620,13 +653,18 @@ async fn on_response(
             stream,
             original,
             used,
+            topology,
         } => {
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for fp in used.with_id(&unknown) {
                         ctx.cache.invalidate(shared.node, fp, &unknown);
                     }
-                    return replay(&env, stream, original, ctx, shared, to_upstream).await;
+                    let pending = match topology {
+                        Some(read) => Pending::Topology { stream, read },
+                        None => Pending::client(stream),
+                    };
+                    return replay(&env, pending, original, ctx, shared, to_upstream).await;
                 }
             }
             let mut env = match &used {
@@ -635,17 +673,56 @@ async fn on_response(
                 }
                 _ => env,
             };
+            if let Some(read) = &topology {
+                let (c, m) = (compression(), &ctx.metrics);
+                env = ctx.topology.on_response(env, read, c, max, m);
+            }
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }
     }
 }
 
+/// Carries out a step of a schema-agreement check: the held answer goes to the client, or the
+/// next question goes upstream (after its delay) under `up`, the id whose answer just arrived.
+async fn schema_step(
+    step: schema_agreement::Step,
+    up: i16,
+    shared: &Shared,
+    to_upstream: &mpsc::Sender<Out>,
+) -> Result<Option<Envelope>, End> {
+    match step {
+        schema_agreement::Step::Forward(env) => Ok(Some(env)),
+        schema_agreement::Step::Ask {
+            check,
+            request,
+            delay,
+        } => {
+            shared
+                .lock()
+                .streams
+                .allocate_exact(up, Pending::SchemaCheck(check));
+            if delay.is_zero() {
+                send_upstream(to_upstream, request, up).await?;
+            } else {
+                let to_upstream = to_upstream.clone();
+                let later = async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = send_upstream(&to_upstream, request, up).await;
+                };
+                tokio::spawn(later.in_current_span());
+            }
+            Ok(None)
+        }
+    }
+}
+
 /// The statement did not run (UNPREPARED): replay the client's original request under the
-/// same upstream id; the shape will be prepared again on this node.
+/// same upstream id, its answer awaited as `pending` (a plain client request, or a topology
+/// read); the shape will be prepared again on this node.
 async fn replay(
     env: &Envelope,
-    stream: i16,
+    pending: Pending,
     original: Bytes,
     ctx: &Context,
     shared: &Shared,
@@ -654,10 +731,7 @@ async fn replay(
     Metrics::inc(&ctx.metrics.unprepared_recoveries);
     debug!("the server no longer knows a rewritten statement (UNPREPARED); replaying the original request");
     let up = env.header().stream.0;
-    shared
-        .lock()
-        .streams
-        .allocate_exact(up, Pending::client(stream));
+    shared.lock().streams.allocate_exact(up, pending);
     send_upstream(to_upstream, BytesMut::from(&original[..]), up).await?;
     Ok(None)
 }

@@ -24,6 +24,8 @@ pub enum Pending {
         stream: i16,
         original: bytes::Bytes,
         used: crate::rewrite::Used,
+        /// Set when the QUERY read the topology: its answer is rewritten too.
+        topology: Option<crate::topology::Read>,
     },
     /// A client request reading the cluster topology (`system.local`, `system.peers[_v2]`),
     /// forwarded as it was; its answer is rewritten (see [`crate::topology`]).
@@ -31,6 +33,12 @@ pub enum Pending {
         stream: i16,
         read: crate::topology::Read,
     },
+    /// A client statement that may change the schema (`CREATE`, `ALTER`, `DROP`): a
+    /// Schema_change answer is held until the schema agrees (see
+    /// [`crate::schema_agreement`]).
+    SchemaChange { stream: i16 },
+    /// The proxy's own check of schema agreement, holding a client's answer.
+    SchemaCheck(Box<crate::schema_agreement::Check>),
     /// The proxy's own PREPARE of a shape; its answer never reaches the client.
     Prepare {
         fingerprint: [u8; 16],

@@ -340,7 +340,7 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The body of an envelope as plain bytes: decompressed when the v3/v4 compression flag is set.
-fn plain_body<'e>(
+pub(crate) fn plain_body<'e>(
     env: &'e Envelope,
     compression: Option<Compression>,
     max: usize,

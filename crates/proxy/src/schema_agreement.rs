@@ -1,0 +1,440 @@
+//! Schema agreement, done by the proxy because drivers no longer can.
+//!
+//! After a schema change, a driver waits until every node reports the same `schema_version`
+//! (comparing `system.local` with `system.peers`) before it returns: otherwise the next
+//! statement may reach a replica that does not know the new table yet (Cassandra answers
+//! such a write with `INCOMPATIBLE_SCHEMA` from that replica). Through autoprep the driver
+//! sees no peers (see [`crate::topology`]), so its check always passes at once. The proxy
+//! therefore holds the answer to a schema-changing statement (`CREATE`, `ALTER`, `DROP` whose
+//! RESULT is a Schema_change) and checks agreement itself on the same upstream connection,
+//! the way drivers do: `SELECT schema_version FROM system.local WHERE key='local'`, then
+//! `SELECT schema_version FROM system.peers`, again every [`INTERVAL`] until all versions are
+//! the same or `--schema-agreement-wait-ms` has passed (the drivers' default is 10 s). Then
+//! the client gets the answer, unchanged.
+//!
+//! The proxy cannot tell a peer that is down from one that is slow (drivers skip hosts they
+//! know are down): while a node is down, a schema change waits the whole timeout.
+
+use crate::topology;
+use autoprep_protocol::compression::Compression;
+use autoprep_protocol::envelope::{
+    Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
+};
+use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
+use autoprep_protocol::message::result::{kind, ResultView};
+use autoprep_protocol::message::{RequestBody, ResponseBody};
+use bytes::{Bytes, BytesMut};
+use std::time::{Duration, Instant};
+
+/// How often agreement is checked again (the Java driver's default interval).
+pub const INTERVAL: Duration = Duration::from_millis(200);
+
+const LOCAL_VERSION: &str = "SELECT schema_version FROM system.local WHERE key='local'";
+const PEER_VERSIONS: &str = "SELECT schema_version FROM system.peers";
+
+/// True when the QUERY `body` (decompressed) is a statement that may change the schema:
+/// `CREATE`, `ALTER` or `DROP` (comments before it allowed).
+pub fn is_schema_change(header: &Header, body: &[u8]) -> bool {
+    if header.opcode != Opcode::QUERY {
+        return false;
+    }
+    let Ok(rb) = RequestBody::parse(header, body) else {
+        return false;
+    };
+    let Ok(q) = QueryView::parse(rb.message, header.version) else {
+        return false;
+    };
+    starts_with_schema_keyword(q.query)
+}
+
+/// Whether the first word of `query` is `CREATE`, `ALTER` or `DROP`: a byte test for the
+/// usual text that starts with a word, the lexer when comments come first.
+fn starts_with_schema_keyword(query: &[u8]) -> bool {
+    let is_kw = |w: &[u8]| {
+        w.eq_ignore_ascii_case(b"CREATE")
+            || w.eq_ignore_ascii_case(b"ALTER")
+            || w.eq_ignore_ascii_case(b"DROP")
+    };
+    let start = query
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(query.len());
+    let rest = &query[start..];
+    match rest.first() {
+        Some(b'-' | b'/') => {
+            let Ok(mut lexer) = autoprep_protocol::cql::lexer::from_bytes(first_bytes(query))
+            else {
+                return false;
+            };
+            matches!(lexer.next_token(), Ok(Some(t))
+                if t.kind == autoprep_protocol::cql::lexer::TokenKind::Ident
+                    && is_kw(t.text.as_bytes()))
+        }
+        Some(b) if b.is_ascii_alphabetic() => {
+            let end = rest
+                .iter()
+                .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                .unwrap_or(rest.len());
+            is_kw(&rest[..end])
+        }
+        _ => false,
+    }
+}
+
+/// The start of a statement, enough for its first keyword after any leading comments, cut at
+/// a character boundary (a lexer error at the cut is harmless: the first token came before).
+fn first_bytes(query: &[u8]) -> &[u8] {
+    // Long leading comments are rare; past 4 KiB the statement is simply not recognised.
+    let mut end = query.len().min(4096);
+    while end < query.len() && end > 0 && (query[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    &query[..end]
+}
+
+/// True when `env` is a RESULT of kind Schema_change.
+pub fn changed_schema(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
+    if env.header().opcode != Opcode::RESULT {
+        return false;
+    }
+    let Some(body) = topology::plain_body(env, compression, max) else {
+        return false;
+    };
+    let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
+        return false;
+    };
+    rb.message.get(..4) == Some(&kind::SCHEMA_CHANGE.to_be_bytes()[..])
+}
+
+/// A schema-change answer held until the schema agrees, and where the check stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// The held answer's header (the client's stream id already set) and body.
+    header: Header,
+    body: Bytes,
+    /// When the answer arrived.
+    since: Instant,
+    /// `None` while the local version is asked for; then the local version.
+    local: Option<Option<Bytes>>,
+}
+
+/// What the session does next.
+#[derive(Debug)]
+pub enum Step {
+    /// Give the client this (the held answer).
+    Forward(Envelope),
+    /// Send `request` (a QUERY envelope, stream id to be set) after `delay`, its answer
+    /// awaited as `check`.
+    Ask {
+        check: Box<Check>,
+        request: BytesMut,
+        delay: Duration,
+    },
+}
+
+impl Check {
+    /// Starts holding `answer`: the first step asks for the local version.
+    pub fn start(answer: Envelope, now: Instant) -> Step {
+        let header = *answer.header();
+        let check = Check {
+            header,
+            body: answer.into_body_bytes(),
+            since: now,
+            local: None,
+        };
+        check.ask(LOCAL_VERSION, Duration::ZERO)
+    }
+
+    fn ask(self, query: &str, delay: Duration) -> Step {
+        match query_frame(self.header.version, query) {
+            Some(request) => Step::Ask {
+                check: Box::new(self),
+                request,
+                delay,
+            },
+            None => self.forward(),
+        }
+    }
+
+    fn forward(self) -> Step {
+        Step::Forward(Envelope::new(self.header, &self.body))
+    }
+
+    /// The answer `env` to the last question arrived (at `now`); `wait` is how long the
+    /// held answer may wait in all.
+    pub fn next(
+        mut self,
+        env: &Envelope,
+        compression: Option<Compression>,
+        max: usize,
+        now: Instant,
+        wait: Duration,
+    ) -> Step {
+        // A check that cannot be made (an error, an unreadable answer) does not hold the
+        // client's answer any longer.
+        let Some(versions) = versions(env, compression, max) else {
+            return self.forward();
+        };
+        match self.local.take() {
+            None => {
+                self.local = Some(versions.into_iter().next().flatten());
+                self.ask(PEER_VERSIONS, Duration::ZERO)
+            }
+            Some(local) => {
+                let agreed =
+                    local.is_some() && versions.iter().flatten().all(|v| Some(v) == local.as_ref());
+                if agreed || now.duration_since(self.since) + INTERVAL > wait {
+                    if !agreed {
+                        tracing::debug!(
+                            waited_ms = now.duration_since(self.since).as_millis() as u64,
+                            "schema agreement not reached; answering the schema change anyway"
+                        );
+                    }
+                    return self.forward();
+                }
+                self.ask(LOCAL_VERSION, INTERVAL)
+            }
+        }
+    }
+}
+
+/// The `schema_version` cells of a Rows answer (`None` for null), or `None` when `env` is
+/// not a readable Rows answer.
+fn versions(
+    env: &Envelope,
+    compression: Option<Compression>,
+    max: usize,
+) -> Option<Vec<Option<Bytes>>> {
+    if env.header().opcode != Opcode::RESULT {
+        return None;
+    }
+    let body = topology::plain_body(env, compression, max)?;
+    let rb = ResponseBody::parse(env.header(), &body).ok()?;
+    let ResultView::Rows(rows) = ResultView::parse(rb.message, env.header().version).ok()? else {
+        return None;
+    };
+    rows.rows()
+        .map(|r| {
+            r.ok()
+                .map(|cells| cells.first().copied().flatten().map(Bytes::copy_from_slice))
+        })
+        .collect()
+}
+
+/// A QUERY envelope for `query`, consistency ONE, no values (stream id 0 until allocated).
+fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
+    let mut body = Vec::with_capacity(query.len() + 16);
+    let params = QueryParams {
+        consistency: 0x0001,
+        ..Default::default()
+    };
+    encode_query(version, query.as_bytes(), &params, &mut body).ok()?;
+    let header = Header {
+        version,
+        direction: Direction::Request,
+        flags: Flags(0),
+        stream: StreamId(0),
+        opcode: Opcode::QUERY,
+        length: 0,
+    };
+    Some(Envelope::new(header, &body).into_frame())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoprep_protocol::message::result::metadata_flags;
+    use autoprep_protocol::primitives::{write_bytes, write_string};
+    use bytes::BufMut;
+
+    const V: ProtocolVersion = ProtocolVersion::V4;
+
+    fn response(opcode: Opcode, body: &[u8]) -> Envelope {
+        Envelope::new(
+            Header {
+                version: V,
+                direction: Direction::Response,
+                flags: Flags(0),
+                stream: StreamId(7),
+                opcode,
+                length: 0,
+            },
+            body,
+        )
+    }
+
+    fn schema_change() -> Envelope {
+        let mut b = Vec::new();
+        b.put_i32(kind::SCHEMA_CHANGE);
+        for s in ["CREATED", "TABLE", "ks", "t"] {
+            write_string(&mut b, s).unwrap();
+        }
+        response(Opcode::RESULT, &b)
+    }
+
+    fn versions_answer(versions: &[Option<[u8; 16]>]) -> Envelope {
+        let mut b = Vec::new();
+        b.put_i32(kind::ROWS);
+        b.put_i32(metadata_flags::GLOBAL_TABLES_SPEC);
+        b.put_i32(1);
+        write_string(&mut b, "system").unwrap();
+        write_string(&mut b, "peers").unwrap();
+        write_string(&mut b, "schema_version").unwrap();
+        b.put_u16(0x000C);
+        b.put_i32(versions.len() as i32);
+        for v in versions {
+            write_bytes(&mut b, v.as_ref().map(|v| &v[..])).unwrap();
+        }
+        response(Opcode::RESULT, &b)
+    }
+
+    fn asked(step: Step) -> (Box<Check>, String, Duration) {
+        let Step::Ask {
+            check,
+            request,
+            delay,
+        } = step
+        else {
+            panic!("expected a question, got {step:?}")
+        };
+        let env = Envelope::new(
+            Header::parse(
+                request[..9].try_into().unwrap(),
+                Direction::Request,
+                1 << 20,
+            )
+            .unwrap(),
+            &request[9..],
+        );
+        let q = QueryView::parse(env.body(), V).unwrap();
+        (check, String::from_utf8(q.query.to_vec()).unwrap(), delay)
+    }
+
+    fn query(q: &str) -> (Header, Vec<u8>) {
+        let mut body = Vec::new();
+        encode_query(V, q.as_bytes(), &QueryParams::default(), &mut body).unwrap();
+        let h = Header {
+            version: V,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(1),
+            opcode: Opcode::QUERY,
+            length: body.len(),
+        };
+        (h, body)
+    }
+
+    #[test]
+    fn recognises_schema_changes() {
+        for q in [
+            "CREATE TABLE ks.t (k int PRIMARY KEY)",
+            "  /* x */ alter TABLE ks.t ADD v int",
+            "DROP KEYSPACE IF EXISTS ks",
+            "create keyspace ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        ] {
+            let (h, b) = query(q);
+            assert!(is_schema_change(&h, &b), "{q}");
+        }
+        for q in [
+            "SELECT * FROM ks.t",
+            "INSERT INTO ks.t (k) VALUES (1)",
+            "TRUNCATE ks.t",
+            "USE ks",
+            "",
+        ] {
+            let (h, b) = query(q);
+            assert!(!is_schema_change(&h, &b), "{q}");
+        }
+        let (mut h, b) = query("CREATE TABLE ks.t (k int PRIMARY KEY)");
+        h.opcode = Opcode::PREPARE;
+        assert!(!is_schema_change(&h, &b));
+        // Cut inside a multi-byte character: still a clean cut.
+        let long = format!(
+            "CREATE TABLE ks.t (k int PRIMARY KEY) -- {}",
+            "é".repeat(3000)
+        );
+        assert!(first_bytes(long.as_bytes()).len() <= 4096);
+        let (h, b) = query(&long);
+        assert!(is_schema_change(&h, &b));
+    }
+
+    #[test]
+    fn only_schema_change_results_are_held() {
+        assert!(changed_schema(&schema_change(), None, 1 << 20));
+        assert!(!changed_schema(&versions_answer(&[]), None, 1 << 20));
+        assert!(!changed_schema(
+            &response(Opcode::ERROR, &[0, 0, 0x22, 0]),
+            None,
+            1 << 20
+        ));
+        let void = response(Opcode::RESULT, &kind::VOID.to_be_bytes());
+        assert!(!changed_schema(&void, None, 1 << 20));
+    }
+
+    #[test]
+    fn agreement_releases_the_held_answer_unchanged() {
+        let t0 = Instant::now();
+        let wait = Duration::from_secs(10);
+        let held = schema_change();
+        let (check, q, delay) = asked(Check::start(held.clone(), t0));
+        assert_eq!((q.as_str(), delay), (LOCAL_VERSION, Duration::ZERO));
+        let (check, q, _) =
+            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        assert_eq!(q, PEER_VERSIONS);
+        // One peer behind: ask again after the interval.
+        let (check, q, delay) = asked(check.next(
+            &versions_answer(&[Some([1; 16]), Some([2; 16])]),
+            None,
+            1 << 20,
+            t0,
+            wait,
+        ));
+        assert_eq!((q.as_str(), delay), (LOCAL_VERSION, INTERVAL));
+        let (check, _, _) =
+            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        // Every peer agrees now (a null version, a peer still joining, does not count).
+        let step = check.next(
+            &versions_answer(&[Some([1; 16]), None]),
+            None,
+            1 << 20,
+            t0,
+            wait,
+        );
+        let Step::Forward(env) = step else {
+            panic!("{step:?}")
+        };
+        assert_eq!(env.as_bytes(), held.as_bytes());
+    }
+
+    #[test]
+    fn the_answer_goes_after_the_wait_or_on_an_error() {
+        let t0 = Instant::now();
+        let wait = Duration::from_secs(1);
+        let (check, _, _) = asked(Check::start(schema_change(), t0));
+        let (check, _, _) =
+            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        let late = t0 + Duration::from_millis(900);
+        let step = check.next(
+            &versions_answer(&[Some([2; 16])]),
+            None,
+            1 << 20,
+            late,
+            wait,
+        );
+        assert!(matches!(step, Step::Forward(_)), "{step:?}");
+        let (check, _, _) = asked(Check::start(schema_change(), t0));
+        let err = response(Opcode::ERROR, &[0, 0, 0x21, 0, 0, 1, b'x']);
+        assert!(matches!(
+            check.next(&err, None, 1 << 20, t0, wait),
+            Step::Forward(_)
+        ));
+        // No peers at all (a one-node cluster): agreed at once.
+        let (check, _, _) = asked(Check::start(schema_change(), t0));
+        let (check, _, _) =
+            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        assert!(matches!(
+            check.next(&versions_answer(&[]), None, 1 << 20, t0, wait),
+            Step::Forward(_)
+        ));
+    }
+}
