@@ -86,6 +86,11 @@ drivers_stop_proxy() {
             tail -40 "$DRIVERS_PROXY_LOG" >&2
             rc=1
         fi
+        if [[ $rc == 0 ]]; then
+            rm -f "$DRIVERS_PROXY_LOG"
+        else
+            echo "drivers: autoprep's log is $DRIVERS_PROXY_LOG" >&2
+        fi
         DRIVERS_PROXY_PID=""
     fi
     exit "$rc"

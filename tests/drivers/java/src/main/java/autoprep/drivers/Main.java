@@ -2,12 +2,11 @@ package autoprep.drivers;
 
 import com.datastax.oss.driver.api.core.CqlSession;
 import com.datastax.oss.driver.api.core.CqlSessionBuilder;
+import com.datastax.oss.driver.api.core.DriverException;
 import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
 import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
-import com.datastax.oss.driver.api.core.config.ProgrammaticDriverConfigLoaderBuilder;
 import com.datastax.oss.driver.api.core.config.DriverExecutionProfile;
-import com.datastax.oss.driver.api.core.servererrors.QueryValidationException;
-import com.datastax.oss.driver.api.core.DriverException;
+import com.datastax.oss.driver.api.core.config.ProgrammaticDriverConfigLoaderBuilder;
 import com.datastax.oss.driver.api.core.cql.SimpleStatement;
 import java.net.InetSocketAddress;
 import java.time.Duration;
@@ -152,8 +151,6 @@ public final class Main {
     try {
       session.execute(SimpleStatement.newInstance(cql));
       return null;
-    } catch (QueryValidationException e) {
-      return e.getClass().getSimpleName() + ": " + e.getMessage();
     } catch (DriverException e) {
       return e.getClass().getSimpleName() + ": " + e.getMessage();
     }
