@@ -153,26 +153,32 @@ async fn serve(client: TcpStream, ctx: &Context) {
         client_stopped: CancellationToken::new(),
     });
 
-    let client_side = client_to_upstream(
-        client_rd,
-        ctx,
-        &shared,
-        to_upstream.clone(),
-        to_client.clone(),
-    );
-    let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream);
-    tokio::pin!(upstream_side);
-    let mut end = tokio::select! {
-        end = client_side => end,
-        end = &mut upstream_side => end,
-    };
-    if let End::Closing = end {
-        // The client reader stopped: deliver the answers to what it forwarded, then close.
-        shared.client_stopped.cancel();
-        if let Ok(e) = tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side).await {
-            end = e;
+    // A block, so that both readers (and their senders to the writers) are gone at its end.
+    let end = {
+        let client_side = client_to_upstream(
+            client_rd,
+            ctx,
+            &shared,
+            to_upstream.clone(),
+            to_client.clone(),
+        );
+        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream);
+        tokio::pin!(upstream_side);
+        let end = tokio::select! {
+            end = client_side => end,
+            end = &mut upstream_side => end,
+        };
+        match end {
+            // The client reader stopped: deliver the answers to what it forwarded, then close.
+            End::Closing => {
+                shared.client_stopped.cancel();
+                tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
+                    .await
+                    .unwrap_or(End::Closing)
+            }
+            other => other,
         }
-    }
+    };
     match &end {
         End::ClientClosed => debug!("client closed the connection"),
         End::UpstreamClosed => {

@@ -275,9 +275,11 @@ fn addresses() {
 /// it with its flag, variable and default.
 #[test]
 fn options_fields_and_docs_agree() {
-    let mut all_set = Config::default();
-    all_set.admin = Some("x".into());
-    all_set.server_time_zone = Some("x".into());
+    let all_set = Config {
+        admin: Some("x".into()),
+        server_time_zone: Some("x".into()),
+        ..Config::default()
+    };
     let fields: Vec<String> = toml::Table::try_from(&all_set)
         .unwrap()
         .keys()
