@@ -263,6 +263,11 @@ async fn client_to_upstream(
                 return end;
             }
         }
+        // Checked before reading too: a client that always has more to send keeps the read
+        // ready, and the biased select below would never look at `closing`.
+        if shared.closing.is_cancelled() {
+            return End::Closing;
+        }
         reserve_read_room(&mut buf);
         let read = tokio::select! {
             biased;
@@ -502,7 +507,6 @@ async fn upstream_to_client(
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let client_stopped = shared.client_stopped.cancelled();
     tokio::pin!(client_stopped);
-    let mut stopping = false;
     loop {
         loop {
             let next = match &mut framed {
@@ -568,6 +572,7 @@ async fn upstream_to_client(
                 return End::WriterGone;
             }
         }
+        let stopping = shared.client_stopped.is_cancelled();
         if stopping && shared.lock().streams.in_use() == 0 {
             return End::Closing;
         }
@@ -575,10 +580,7 @@ async fn upstream_to_client(
         let read = tokio::select! {
             biased;
             read = rd.read_buf(&mut buf) => read,
-            () = &mut client_stopped, if !stopping => {
-                stopping = true;
-                continue;
-            }
+            () = &mut client_stopped, if !stopping => continue,
         };
         match read {
             Ok(0) => return End::UpstreamClosed,
