@@ -217,7 +217,7 @@ pub fn shapes_json(ctx: &Context, limit: usize) -> String {
 /// Ready: listening, not draining, and the upstream answers (a cached probe).
 async fn ready(state: &State) -> Result<(), String> {
     let ctx = &state.ctx;
-    if ctx.draining.load(Ordering::Relaxed) {
+    if ctx.lifecycle.is_draining() {
         return Err("draining".into());
     }
     if !ctx.listening.load(Ordering::Relaxed) {

@@ -1,8 +1,10 @@
 //! What every session of the process shares: the configuration, the prepared-statement cache,
-//! the encoder options, the metrics and per-shape statistics, and the health flags the admin
-//! server reports.
+//! the encoder options, the metrics and per-shape statistics, the lifecycle (connection
+//! admission and drain), and the health flags the admin server reports.
 
 use crate::config::Config;
+use crate::lifecycle::Lifecycle;
+use crate::limit::Refusals;
 use crate::metrics::Metrics;
 use crate::shapes::Shapes;
 use autoprep_cache::{CacheConfig, PreparedCache};
@@ -22,8 +24,10 @@ pub struct Context {
     pub shapes: Shapes,
     /// Set while the data listener accepts connections (`/ready` needs it).
     pub listening: AtomicBool,
-    /// Set when the proxy starts draining (SIGTERM): `/ready` answers 503 from then on.
-    pub draining: AtomicBool,
+    /// Connection admission and the drain phase (`/ready` answers 503 once draining).
+    pub lifecycle: Lifecycle,
+    /// Connections refused beyond the limit.
+    pub refusals: Refusals,
     /// Where the admin server listens, once it does.
     pub admin_addr: OnceLock<SocketAddr>,
 }
@@ -51,7 +55,8 @@ impl Context {
             metrics: Metrics::default(),
             shapes: Shapes::default(),
             listening: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            lifecycle: Lifecycle::new(cfg.max_client_connections),
+            refusals: Refusals::default(),
             admin_addr: OnceLock::new(),
             cfg,
         })

@@ -2,10 +2,12 @@
 //! Cassandra or ScyllaDB node.
 //!
 //! # Layout
-//! - [`config`]: flags and `AUTOPREP_*` environment variables.
+//! - [`config`]: the TOML file, `AUTOPREP_*` environment variables and flags.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
 //! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
+//! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
+//! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`server`]: the listener; one [`session`] per client connection.
@@ -19,6 +21,8 @@
 pub mod admin;
 pub mod config;
 pub mod context;
+pub mod lifecycle;
+pub mod limit;
 pub mod metrics;
 pub mod protocol_error;
 pub mod rewrite;

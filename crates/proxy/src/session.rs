@@ -4,8 +4,13 @@
 //! upstream stream id for every request, upstream → client maps each response back to the
 //! client's stream id. Each socket has its own writer task (see [`crate::writer`]). v5 framing
 //! starts on both sides once the server answers STARTUP with READY or AUTHENTICATE.
+//!
+//! At the end of a drain's grace period (see [`crate::lifecycle`]) the client reader stops
+//! reading, the upstream reader goes on until every forwarded request is answered (at most
+//! [`lifecycle::CLOSE_WAIT`]), and the connection closes.
 
 use crate::context::Context;
+use crate::lifecycle;
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
@@ -33,6 +38,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
 
 /// Envelopes queued toward one socket before a reader waits (backpressure).
@@ -60,6 +66,11 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled whenever an upstream stream id is released.
     freed: Notify,
+    /// Cancelled when the drain's grace period ends: the client reader stops.
+    closing: CancellationToken,
+    /// Cancelled once the client reader has stopped: the upstream reader ends as soon as
+    /// nothing is in flight.
+    client_stopped: CancellationToken,
 }
 
 impl Shared {
@@ -84,6 +95,8 @@ enum End {
     BadUpstreamInput(String),
     /// A writer went away (its socket failed).
     WriterGone,
+    /// The drain's grace period ended.
+    Closing,
 }
 
 /// Runs one client connection to completion.
@@ -136,11 +149,35 @@ async fn serve(client: TcpStream, ctx: &Context) {
             ..State::default()
         }),
         freed: Notify::new(),
+        closing: ctx.lifecycle.session_token(),
+        client_stopped: CancellationToken::new(),
     });
 
-    let end = tokio::select! {
-        end = client_to_upstream(client_rd, ctx, &shared, to_upstream.clone(), to_client.clone()) => end,
-        end = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream) => end,
+    // A block, so that both readers (and their senders to the writers) are gone at its end.
+    let end = {
+        let client_side = client_to_upstream(
+            client_rd,
+            ctx,
+            &shared,
+            to_upstream.clone(),
+            to_client.clone(),
+        );
+        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream);
+        tokio::pin!(upstream_side);
+        let end = tokio::select! {
+            end = client_side => end,
+            end = &mut upstream_side => end,
+        };
+        match end {
+            // The client reader stopped: deliver the answers to what it forwarded, then close.
+            End::Closing => {
+                shared.client_stopped.cancel();
+                tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
+                    .await
+                    .unwrap_or(End::Closing)
+            }
+            other => other,
+        }
     };
     match &end {
         End::ClientClosed => debug!("client closed the connection"),
@@ -161,6 +198,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
             warn!(error = %e, "malformed data from upstream; closing the client connection")
         }
         End::WriterGone => debug!("a socket writer stopped"),
+        End::Closing => info!("drain grace period over; connection closed"),
     }
     // PREPAREs of this connection still in flight will never be answered: let other
     // connections prepare those shapes at once.
@@ -186,6 +224,8 @@ async fn client_to_upstream(
     let mut scratch = Vec::with_capacity(1024);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    let closing = shared.closing.cancelled();
+    tokio::pin!(closing);
     loop {
         loop {
             if framed.is_none() {
@@ -223,8 +263,17 @@ async fn client_to_upstream(
                 return end;
             }
         }
+        // Checked before reading too: a client that always has more to send keeps the read
+        // ready, and the biased select below would never look at `closing`.
+        if shared.closing.is_cancelled() {
+            return End::Closing;
+        }
         reserve_read_room(&mut buf);
-        let read = rd.read_buf(&mut buf).await;
+        let read = tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => read,
+            () = &mut closing => return End::Closing,
+        };
         if let Ok(n) = read {
             ctx.metrics
                 .bytes_from_clients
@@ -456,6 +505,8 @@ async fn upstream_to_client(
     let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let client_stopped = shared.client_stopped.cancelled();
+    tokio::pin!(client_stopped);
     loop {
         loop {
             let next = match &mut framed {
@@ -521,8 +572,17 @@ async fn upstream_to_client(
                 return End::WriterGone;
             }
         }
+        let stopping = shared.client_stopped.is_cancelled();
+        if stopping && shared.lock().streams.in_use() == 0 {
+            return End::Closing;
+        }
         reserve_read_room(&mut buf);
-        match rd.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => read,
+            () = &mut client_stopped, if !stopping => continue,
+        };
+        match read {
             Ok(0) => return End::UpstreamClosed,
             Ok(_) => {}
             Err(e) => return End::UpstreamIo(e),
