@@ -35,8 +35,9 @@ log() { printf '[drivers] %s\n' "$*"; }
 # Rust `scylla` crate: a Cargo project of its own (not in the main workspace), built into
 # tests/drivers/rust/target.
 driver_rust() {
-    cargo test -q --manifest-path "$DRIVERS_DIR/rust/Cargo.toml" || return
-    cargo build -q --manifest-path "$DRIVERS_DIR/rust/Cargo.toml" || return
+    local cargo_args=(-q --manifest-path "$DRIVERS_DIR/rust/Cargo.toml" --target-dir "$DRIVERS_DIR/rust/target")
+    cargo test "${cargo_args[@]}" || return
+    cargo build "${cargo_args[@]}" || return
     "$DRIVERS_DIR/rust/target/debug/autoprep-driver-rust"
 }
 
