@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs (Cassandra from Maven
 # Central, a Python venv from PyPI, the driver programs' crates, Go modules, Maven artifacts and
-# npm packages), starts a local
-# Cassandra unless AUTOPREP_TEST_UPSTREAM names one, then runs format and lint checks, the Rust
-# tests, the Python driver and cqlsh tests and the driver matrix (tests/drivers/run.sh).
+# npm packages), starts a local Cassandra unless AUTOPREP_TEST_UPSTREAM names one, then runs
+# format and lint checks, the Rust tests, the Python driver and cqlsh tests and the driver
+# matrix (tests/drivers/run.sh).
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
