@@ -2,6 +2,7 @@
 //! variable behind it.
 
 use clap::Parser;
+use std::path::PathBuf;
 
 /// autoprep: a CQL sidecar that turns unprepared statements into prepared ones.
 #[derive(Debug, Clone, Parser)]
@@ -67,6 +68,56 @@ pub struct Config {
     /// comma-separated in the environment variable).
     #[arg(long, env = "AUTOPREP_EXCLUDE", value_delimiter = ',')]
     pub exclude: Vec<String>,
+
+    /// PEM certificate chain presented to clients (with `--tls-key`): clients must then connect
+    /// with TLS.
+    #[arg(long, env = "AUTOPREP_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of `--tls-cert` (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "AUTOPREP_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM CA certificates: clients must present a certificate signed by one of them (mutual
+    /// TLS). Needs `--tls-cert`.
+    #[arg(long, env = "AUTOPREP_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// Connect to the upstream node with TLS (`--upstream-tls` alone means `true`).
+    #[arg(long, env = "AUTOPREP_UPSTREAM_TLS", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub upstream_tls: bool,
+
+    /// PEM CA certificates that sign the upstream node's certificate; unset, the system's
+    /// trusted roots.
+    #[arg(long, env = "AUTOPREP_UPSTREAM_TLS_CA")]
+    pub upstream_tls_ca: Option<PathBuf>,
+
+    /// PEM client certificate chain presented to the upstream node (with
+    /// `--upstream-tls-key`), for nodes that require client certificates.
+    #[arg(long, env = "AUTOPREP_UPSTREAM_TLS_CERT")]
+    pub upstream_tls_cert: Option<PathBuf>,
+
+    /// PEM private key of `--upstream-tls-cert`.
+    #[arg(long, env = "AUTOPREP_UPSTREAM_TLS_KEY")]
+    pub upstream_tls_key: Option<PathBuf>,
+
+    /// The name the upstream node's certificate must be valid for; unset, the host part of
+    /// `--upstream` (a DNS name or an IP address).
+    #[arg(long, env = "AUTOPREP_UPSTREAM_TLS_SERVER_NAME")]
+    pub upstream_tls_server_name: Option<String>,
+
+    /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
+    /// anyone on the path can read and change the traffic). Logged as a warning at start.
+    #[arg(
+        long,
+        env = "AUTOPREP_UPSTREAM_TLS_INSECURE_SKIP_VERIFY",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub upstream_tls_insecure_skip_verify: bool,
 }
 
 impl Config {
@@ -86,6 +137,15 @@ impl Config {
             exclude: Vec::new(),
             upstream_streams: 32768,
             admin: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            upstream_tls: false,
+            upstream_tls_ca: None,
+            upstream_tls_cert: None,
+            upstream_tls_key: None,
+            upstream_tls_server_name: None,
+            upstream_tls_insecure_skip_verify: false,
         }
     }
 }
