@@ -111,6 +111,12 @@ async fn serve(client: TcpStream, ctx: &Context) {
     let _ = client.set_nodelay(true);
     let client = match tls::accept(ctx.client_tls.as_ref(), client).await {
         Ok(s) => s,
+        // A connection closed before its first byte (a TCP health check, a port scan) is
+        // not worth a warning.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            debug!(error = %e, "client closed the connection before the TLS handshake");
+            return;
+        }
         Err(e) => {
             warn!(error = %e, "client TLS handshake failed; connection closed");
             return;

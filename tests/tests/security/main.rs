@@ -287,6 +287,21 @@ fn upstream_tls() -> Result<()> {
         );
     }
 
+    // The admin server's readiness probe speaks TLS to a TLS upstream.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let tls_ctx = ProxyContext::new(toward_node())?;
+    rt.block_on(autoprep::admin::probe(
+        &n.addr,
+        tls_ctx.upstream_tls.as_ref(),
+    ))
+    .map_err(|e| anyhow!("the /ready probe over TLS failed: {e}"))?;
+    ensure!(
+        rt.block_on(autoprep::admin::probe(&n.addr, None)).is_err(),
+        "a plain probe of a TLS-only node succeeded"
+    );
+
     let mut by_name = toward_node();
     by_name.upstream_tls_server_name = Some(pki::NODE_NAME.into());
     let (addr, _) = start(by_name);
