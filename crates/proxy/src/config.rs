@@ -15,6 +15,8 @@
 mod load;
 pub mod options;
 
+use std::path::PathBuf;
+
 pub use load::{load, LoadError, Loaded, Source};
 
 use autoprep_protocol::types::UtcOffset;
@@ -67,6 +69,37 @@ pub struct Config {
     /// After SIGTERM / SIGINT, how long open client connections keep being served before the
     /// proxy closes them, in seconds.
     pub drain_grace_seconds: u64,
+    /// PEM certificate chain presented to clients (with `--tls-key`): clients must then connect
+    /// with TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert` (PKCS#8, PKCS#1 or SEC1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: clients must present a certificate signed by one of them (mutual
+    /// TLS). Needs `--tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Connect to the upstream node with TLS.
+    pub upstream_tls: bool,
+    /// PEM CA certificates that sign the upstream node's certificate; unset, the system's
+    /// trusted roots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_ca: Option<PathBuf>,
+    /// PEM client certificate chain presented to the upstream node (with
+    /// `--upstream-tls-key`), for nodes that require client certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--upstream-tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_key: Option<PathBuf>,
+    /// The name the upstream node's certificate must be valid for; unset, the host part of
+    /// `--upstream` (a DNS name or an IP address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_server_name: Option<String>,
+    /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
+    /// anyone on the path can read and change the traffic). Logged as a warning at start.
+    pub upstream_tls_insecure_skip_verify: bool,
 }
 
 impl Default for Config {
@@ -87,6 +120,15 @@ impl Default for Config {
             exclude: Vec::new(),
             max_client_connections: 1024,
             drain_grace_seconds: 20,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            upstream_tls: false,
+            upstream_tls_ca: None,
+            upstream_tls_cert: None,
+            upstream_tls_key: None,
+            upstream_tls_server_name: None,
+            upstream_tls_insecure_skip_verify: false,
         }
     }
 }

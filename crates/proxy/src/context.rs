@@ -1,12 +1,15 @@
 //! What every session of the process shares: the configuration, the prepared-statement cache,
 //! the encoder options, the metrics and per-shape statistics, the lifecycle (connection
-//! admission and drain), and the health flags the admin server reports.
+//! admission and drain), the health flags the admin server reports, and the TLS
+//! configurations of both sides.
 
 use crate::config::Config;
 use crate::lifecycle::Lifecycle;
 use crate::limit::Refusals;
 use crate::metrics::Metrics;
 use crate::shapes::Shapes;
+use crate::tls::ClientTls;
+use crate::upstream::UpstreamTls;
 use autoprep_cache::{CacheConfig, PreparedCache};
 use autoprep_protocol::types::encode::EncodeOptions;
 use std::net::SocketAddr;
@@ -30,6 +33,10 @@ pub struct Context {
     pub refusals: Refusals,
     /// Where the admin server listens, once it does.
     pub admin_addr: OnceLock<SocketAddr>,
+    /// TLS toward the clients (`--tls-cert`), if on.
+    pub client_tls: Option<ClientTls>,
+    /// TLS toward the upstream node (`--upstream-tls`), if on.
+    pub upstream_tls: Option<UpstreamTls>,
 }
 
 impl Context {
@@ -43,6 +50,11 @@ impl Context {
             })?),
             None => None,
         };
+        let client_tls = ClientTls::from_config(&cfg)?;
+        let upstream_tls = UpstreamTls::from_config(&cfg)?;
+        if cfg.upstream_tls_insecure_skip_verify {
+            tracing::warn!("--upstream-tls-insecure-skip-verify: the upstream node's certificate is NOT verified; anyone on the path can read and change the traffic (development only)");
+        }
         let cache = PreparedCache::new(CacheConfig {
             max_entries: cfg.cache_entries,
             max_bytes: cfg.cache_bytes,
@@ -58,6 +70,8 @@ impl Context {
             lifecycle: Lifecycle::new(cfg.max_client_connections),
             refusals: Refusals::default(),
             admin_addr: OnceLock::new(),
+            client_tls,
+            upstream_tls,
             cfg,
         })
     }

@@ -12,6 +12,9 @@
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
+//! - [`socket`]: a connection's socket, plain TCP or TLS, and its halves.
+//! - [`tls`]: TLS toward the clients, and PEM loading.
+//! - [`upstream`]: the connection to the upstream node (TCP, then TLS when on).
 //! - [`shapes`]: per-statement-shape statistics.
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`writer`]: per-socket writer tasks (batching, v5 framing).
@@ -29,5 +32,8 @@ pub mod rewrite;
 pub mod server;
 pub mod session;
 pub mod shapes;
+pub mod socket;
 pub mod streams;
+pub mod tls;
+pub mod upstream;
 pub mod writer;

@@ -17,6 +17,7 @@ use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
+use crate::{tls, upstream};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
@@ -31,11 +32,11 @@ use autoprep_protocol::message::ResponseBody;
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use std::time::Instant;
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,10 @@ struct Shared {
     /// Cancelled once the client reader has stopped: the upstream reader ends as soon as
     /// nothing is in flight.
     client_stopped: CancellationToken,
+    /// Set once the server answered READY or AUTH_SUCCESS: the connection is authenticated.
+    /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
+    /// would refuse them and the shape would be marked as failing for every connection).
+    ready: AtomicBool,
 }
 
 impl Shared {
@@ -116,24 +121,27 @@ pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
 
 async fn serve(client: TcpStream, ctx: &Context) {
     let cfg = &ctx.cfg;
-    let connect = tokio::time::timeout(
-        Duration::from_millis(cfg.connect_timeout_ms),
-        TcpStream::connect(&cfg.upstream),
-    )
-    .await;
-    let upstream = match connect {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            warn!(upstream = %cfg.upstream, error = %e, "upstream refused the connection; closing the client connection");
+    let _ = client.set_nodelay(true);
+    let client = match tls::accept(ctx.client_tls.as_ref(), client).await {
+        Ok(s) => s,
+        // A connection closed before its first byte (a TCP health check, a port scan) is
+        // not worth a warning.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            debug!(error = %e, "client closed the connection before the TLS handshake");
             return;
         }
-        Err(_) => {
-            warn!(upstream = %cfg.upstream, "upstream connect timed out; closing the client connection");
+        Err(e) => {
+            warn!(error = %e, "client TLS handshake failed; connection closed");
             return;
         }
     };
-    let _ = client.set_nodelay(true);
-    let _ = upstream.set_nodelay(true);
+    let upstream = match upstream::connect(ctx).await {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(error = %e, "closing the client connection");
+            return;
+        }
+    };
     debug!("connected upstream");
     let (client_rd, client_wr) = client.into_split();
     let (upstream_rd, upstream_wr) = upstream.into_split();
@@ -151,6 +159,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
         freed: Notify::new(),
         closing: ctx.lifecycle.session_token(),
         client_stopped: CancellationToken::new(),
+        ready: AtomicBool::new(false),
     });
 
     // A block, so that both readers (and their senders to the writers) are gone at its end.
@@ -214,7 +223,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
 
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
 async fn client_to_upstream(
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
     to_upstream: mpsc::Sender<Out>,
@@ -403,7 +412,10 @@ async fn forward_request(
         }
     }
     let is_batch = header.opcode == Opcode::BATCH;
-    if ctx.cfg.rewrite && (header.opcode == Opcode::QUERY || is_batch) {
+    if ctx.cfg.rewrite
+        && (header.opcode == Opcode::QUERY || is_batch)
+        && shared.ready.load(Ordering::Acquire)
+    {
         let (compression, keyspace) = {
             let st = shared.lock();
             (st.compression, st.keyspace.clone())
@@ -496,7 +508,7 @@ async fn send_prepare(
 
 /// Reads server envelopes and returns each to the client under its own stream id.
 async fn upstream_to_client(
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
     to_client: mpsc::Sender<Out>,
@@ -519,6 +531,9 @@ async fn upstream_to_client(
                 Err(e) => return End::BadUpstreamInput(e.to_string()),
             };
             let header = *env.header();
+            if header.opcode == Opcode::READY || header.opcode == Opcode::AUTH_SUCCESS {
+                shared.ready.store(true, Ordering::Release);
+            }
             if header.stream.0 >= 0 {
                 let (pending, tag) = shared.lock().streams.release_tagged(header.stream.0);
                 shared.freed.notify_one();

@@ -314,6 +314,123 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "tls_cert",
+        flag: "tls-cert",
+        env: "AUTOPREP_TLS_CERT",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM certificate chain presented to clients (with tls_key); clients must then connect with TLS",
+        set: |c, v| {
+            c.tls_cert = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tls_key",
+        flag: "tls-key",
+        env: "AUTOPREP_TLS_KEY",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM private key of tls_cert (PKCS#8, PKCS#1 or SEC1)",
+        set: |c, v| {
+            c.tls_key = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tls_client_ca",
+        flag: "tls-client-ca",
+        env: "AUTOPREP_TLS_CLIENT_CA",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM CA certificates: clients must present a certificate one of them signed (mutual TLS)",
+        set: |c, v| {
+            c.tls_client_ca = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls",
+        flag: "upstream-tls",
+        env: "AUTOPREP_UPSTREAM_TLS",
+        value_name: "BOOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "Connect to the upstream node with TLS",
+        set: |c, v| {
+            c.upstream_tls = v.boolean()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls_ca",
+        flag: "upstream-tls-ca",
+        env: "AUTOPREP_UPSTREAM_TLS_CA",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM CA certificates that sign the upstream node's certificate (unset: the system's trusted roots)",
+        set: |c, v| {
+            c.upstream_tls_ca = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls_cert",
+        flag: "upstream-tls-cert",
+        env: "AUTOPREP_UPSTREAM_TLS_CERT",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM client certificate chain presented to the upstream node (with upstream_tls_key)",
+        set: |c, v| {
+            c.upstream_tls_cert = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls_key",
+        flag: "upstream-tls-key",
+        env: "AUTOPREP_UPSTREAM_TLS_KEY",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "PEM private key of upstream_tls_cert",
+        set: |c, v| {
+            c.upstream_tls_key = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls_server_name",
+        flag: "upstream-tls-server-name",
+        env: "AUTOPREP_UPSTREAM_TLS_SERVER_NAME",
+        value_name: "NAME",
+        kind: Kind::One,
+        hidden: false,
+        help: "The name the upstream node's certificate must be valid for (unset: the host part of upstream)",
+        set: |c, v| {
+            c.upstream_tls_server_name = v.optional()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "upstream_tls_insecure_skip_verify",
+        flag: "upstream-tls-insecure-skip-verify",
+        env: "AUTOPREP_UPSTREAM_TLS_INSECURE_SKIP_VERIFY",
+        value_name: "BOOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "DANGEROUS, development only: accept any upstream certificate (logged as a warning)",
+        set: |c, v| {
+            c.upstream_tls_insecure_skip_verify = v.boolean()?;
+            Ok(())
+        },
+    },
+    Spec {
         key: "upstream_streams",
         flag: "upstream-streams",
         env: "AUTOPREP_UPSTREAM_STREAMS",

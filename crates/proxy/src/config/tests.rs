@@ -278,6 +278,13 @@ fn options_fields_and_docs_agree() {
     let all_set = Config {
         admin: Some("x".into()),
         server_time_zone: Some("x".into()),
+        tls_cert: Some("x".into()),
+        tls_key: Some("x".into()),
+        tls_client_ca: Some("x".into()),
+        upstream_tls_ca: Some("x".into()),
+        upstream_tls_cert: Some("x".into()),
+        upstream_tls_key: Some("x".into()),
+        upstream_tls_server_name: Some("x".into()),
         ..Config::default()
     };
     let fields: Vec<String> = toml::Table::try_from(&all_set)
