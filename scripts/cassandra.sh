@@ -23,6 +23,13 @@
 #   CASSANDRA_CLUSTER_NAME  [autoprep]        nodes join only a cluster of the same name
 #   CASSANDRA_AUTH          [none]            none | password (PasswordAuthenticator +
 #                                             CassandraAuthorizer, superuser cassandra/cassandra)
+#   CASSANDRA_CLIENT_TLS_KEYSTORE []          PEM file with the node's private key (PKCS#8) and
+#                                             certificate chain: turns on client_encryption_options
+#                                             (PEMBasedSslContextFactory)
+#   CASSANDRA_CLIENT_TLS_TRUSTSTORE []        PEM CA certificates that sign client certificates
+#   CASSANDRA_CLIENT_TLS_OPTIONAL [true]      true: plain clients are served on the same port too
+#   CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH [false]  true: TLS clients must present a
+#                                             certificate signed by the truststore
 #   CASSANDRA_PREPARED_CACHE []               prepared_statements_cache_size, e.g. 1MiB
 #   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log;
 #                                             system keyspaces are excluded by default)
@@ -47,6 +54,10 @@ JMX_PORT="${CASSANDRA_JMX_PORT:-7199}"
 SEEDS="${CASSANDRA_SEEDS:-$LISTEN:$STORAGE_PORT}"
 CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-autoprep}"
 AUTH="${CASSANDRA_AUTH:-none}"
+TLS_KEYSTORE="${CASSANDRA_CLIENT_TLS_KEYSTORE:-}"
+TLS_TRUSTSTORE="${CASSANDRA_CLIENT_TLS_TRUSTSTORE:-}"
+TLS_OPTIONAL="${CASSANDRA_CLIENT_TLS_OPTIONAL:-true}"
+TLS_CLIENT_AUTH="${CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH:-false}"
 PREPARED_CACHE="${CASSANDRA_PREPARED_CACHE:-}"
 AUDIT="${CASSANDRA_AUDIT:-}"
 HEAP="${CASSANDRA_HEAP:-1G}"
@@ -72,6 +83,30 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 case "$AUTH" in none|password) ;; *) die "CASSANDRA_AUTH must be none or password, not '$AUTH'" ;; esac
+case "$TLS_OPTIONAL" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_OPTIONAL must be true or false" ;; esac
+case "$TLS_CLIENT_AUTH" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH must be true or false" ;; esac
+if [[ -n "$TLS_KEYSTORE" ]]; then
+    [[ -r "$TLS_KEYSTORE" ]] || die "CASSANDRA_CLIENT_TLS_KEYSTORE $TLS_KEYSTORE is not readable"
+    [[ -z "$TLS_TRUSTSTORE" || -r "$TLS_TRUSTSTORE" ]] \
+        || die "CASSANDRA_CLIENT_TLS_TRUSTSTORE $TLS_TRUSTSTORE is not readable"
+    [[ "$TLS_CLIENT_AUTH" == false || -n "$TLS_TRUSTSTORE" ]] \
+        || die "CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH=true needs CASSANDRA_CLIENT_TLS_TRUSTSTORE"
+fi
+# The probe speaks TLS when the node accepts nothing else (presenting the node's own key and
+# certificate when client certificates are required); it never verifies the node.
+PROBE_TLS=none
+if [[ -n "$TLS_KEYSTORE" && "$TLS_OPTIONAL" == false ]]; then
+    PROBE_TLS=plain
+    [[ "$TLS_CLIENT_AUTH" == true ]] && PROBE_TLS="$TLS_KEYSTORE"
+fi
+
+tls_summary() {
+    if [[ -z "$TLS_KEYSTORE" ]]; then
+        echo off
+    else
+        echo "on (optional $TLS_OPTIONAL, require_client_auth $TLS_CLIENT_AUTH)"
+    fi
+}
 
 # --- readiness probe --------------------------------------------------------------------------
 # Sends a v4 OPTIONS request and reads the whole SUPPORTED answer (closing after the header
@@ -81,10 +116,21 @@ case "$AUTH" in none|password) ;; *) die "CASSANDRA_AUTH must be none or passwor
 probe() {   # probe [login]
     local auth=none
     [[ "${1:-}" == login ]] && auth="$AUTH"
-    python3 - "$LISTEN" "$NATIVE_PORT" "$auth" <<'PY'
-import socket, struct, sys
+    python3 - "$LISTEN" "$NATIVE_PORT" "$auth" "$PROBE_TLS" <<'PY'
+import socket, ssl, struct, sys
 
-host, port, auth = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+host, port, auth, tls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+def connect():
+    s = socket.create_connection((host, port), timeout=3)
+    if tls == "none":
+        return s
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if tls != "plain":
+        ctx.load_cert_chain(tls)
+    return ctx.wrap_socket(s)
 
 def frame(opcode, body=b"", stream=0):
     return struct.pack(">BBhBi", 4, 0, stream, opcode, len(body)) + body
@@ -112,7 +158,7 @@ def string_map(pairs):
     return out
 
 try:
-    with socket.create_connection((host, port), timeout=3) as s:
+    with connect() as s:
         s.settimeout(3)
         s.sendall(frame(0x05))
         opcode, _ = read_frame(s)
@@ -190,6 +236,16 @@ write_config() {
         fi
         if [[ -n "$PREPARED_CACHE" ]]; then
             echo "prepared_statements_cache_size: $PREPARED_CACHE"
+        fi
+        if [[ -n "$TLS_KEYSTORE" ]]; then
+            echo "client_encryption_options:"
+            echo "  enabled: true"
+            echo "  optional: $TLS_OPTIONAL"
+            echo "  ssl_context_factory:"
+            echo "    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory"
+            echo "  keystore: $TLS_KEYSTORE"
+            [[ -n "$TLS_TRUSTSTORE" ]] && echo "  truststore: $TLS_TRUSTSTORE"
+            echo "  require_client_auth: $TLS_CLIENT_AUTH"
         fi
         if [[ -n "$AUDIT" ]]; then
             echo "audit_logging_options:"
@@ -272,7 +328,7 @@ cmd_start() {
             -cp "$LIB_DIR/*"
             org.apache.cassandra.service.CassandraDaemon
         )
-        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT auth=$AUTH"
+        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT auth=$AUTH client_tls=$(tls_summary)"
         # setsid: the node outlives the shell (and its process group) that started it.
         # 9>&-: the JVM must not inherit the start lock.
         setsid nohup "$JAVA" "${args[@]}" >"$LOG_DIR/stdout.log" 2>&1 </dev/null 9>&- &
@@ -370,6 +426,7 @@ jmx_port     $JMX_PORT
 seeds        $SEEDS
 cluster_name $CLUSTER_NAME
 auth         $AUTH
+client_tls   $(tls_summary)
 EOF
 }
 

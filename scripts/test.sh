@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs (Cassandra from Maven
-# Central, a Python venv from PyPI), starts a local Cassandra unless AUTOPREP_TEST_UPSTREAM
-# names one, then runs format and lint checks, the Rust tests and the driver tests.
+# Central, a Python venv from PyPI, the driver programs' crates, Go modules, Maven artifacts and
+# npm packages), starts a local Cassandra unless AUTOPREP_TEST_UPSTREAM names one, then runs
+# format and lint checks, the Rust tests, the Python driver and cqlsh tests and the driver
+# matrix (tests/drivers/run.sh).
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
@@ -26,5 +28,8 @@ if [[ -x tests/python/run.sh || -f tests/python/run.sh ]]; then
     step "Python driver and cqlsh tests through autoprep"
     bash tests/python/run.sh
 fi
+
+step "driver matrix through autoprep (tests/drivers: Rust scylla crate, gocql, Java driver 4, Node.js)"
+bash tests/drivers/run.sh
 
 step "all tests passed in $((SECONDS - start)) s"

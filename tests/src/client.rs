@@ -1,5 +1,6 @@
 //! A minimal blocking CQL client for tests: one request at a time, protocol v4 or v5, with
-//! optional compression. It is built on the protocol crate, so it exercises it too.
+//! optional compression, TLS (rustls) and SASL PLAIN login. It is built on the protocol crate,
+//! so it exercises it too.
 
 use anyhow::{anyhow, bail, Context, Result};
 use autoprep_protocol::compression::{self, Compression};
@@ -16,8 +17,12 @@ use autoprep_protocol::primitives::{write_string_map, write_value, Value};
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentEncoder};
 use autoprep_protocol::types::ColumnType;
 use bytes::BytesMut;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConnection, RootCertStore, StreamOwned};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Consistency ONE.
@@ -95,9 +100,86 @@ fn specs(c: Option<ColumnSpecs<'_>>) -> Result<Vec<(String, ColumnType)>> {
     Ok(out)
 }
 
+/// How a test client speaks TLS: the CA it trusts, its own certificate if any, and the name
+/// the server's certificate must be valid for.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    config: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+}
+
+impl TlsClient {
+    /// Trusts the PEM CA certificates `ca_pem`; presents `identity` (PEM certificate chain,
+    /// PEM private key) when the server asks for a client certificate.
+    pub fn new(ca_pem: &str, identity: Option<(&str, &str)>, server_name: &str) -> Result<Self> {
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(cert?)?;
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+        let config = match identity {
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()?;
+                builder
+                    .with_client_auth_cert(chain, PrivateKeyDer::from_pem_slice(key.as_bytes())?)?
+            }
+            None => builder.with_no_client_auth(),
+        };
+        Ok(TlsClient {
+            config: Arc::new(config),
+            server_name: ServerName::try_from(server_name.to_owned())?,
+        })
+    }
+}
+
+/// The client's socket.
+enum Sock {
+    Tcp(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Sock {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Sock::Tcp(s) => s,
+            Sock::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.read(buf),
+            Sock::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.write(buf),
+            Sock::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.flush(),
+            Sock::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// A blocking connection.
 pub struct Client {
-    sock: TcpStream,
+    sock: Sock,
     version: ProtocolVersion,
     compression: Option<Compression>,
     framed: Option<(SegmentEncoder, FramedDecoder)>,
@@ -118,19 +200,60 @@ impl Client {
         compression: Option<Compression>,
     ) -> Result<Client> {
         let mut c = Self::connect_raw(addr, version)?;
+        let resp = c.startup(compression, &[])?;
+        if resp.header().opcode != Opcode::READY {
+            bail!("STARTUP answered with opcode {:?}", resp.header().opcode);
+        }
+        Ok(c)
+    }
+
+    /// Connects (over TLS when `tls` is set), sends STARTUP with protocol v4 and logs in with
+    /// SASL PLAIN as `user` / `password`. Fails unless the server answers AUTH_SUCCESS.
+    pub fn connect_login(
+        addr: &str,
+        tls: Option<&TlsClient>,
+        user: &str,
+        password: &str,
+    ) -> Result<Client> {
+        let mut c = match tls {
+            Some(t) => Self::connect_raw_tls(addr, ProtocolVersion::V4, t)?,
+            None => Self::connect_raw(addr, ProtocolVersion::V4)?,
+        };
+        let resp = c.startup(None, &[])?;
+        if resp.header().opcode != Opcode::AUTHENTICATE {
+            bail!(
+                "STARTUP answered with opcode {:?}, not AUTHENTICATE",
+                resp.header().opcode
+            );
+        }
+        match c.login(user, password)? {
+            Response::Other(op, _) if op == Opcode::AUTH_SUCCESS.0 => Ok(c),
+            other => bail!("login answered with {other:?}"),
+        }
+    }
+
+    /// Sends STARTUP (CQL_VERSION, the compression, and `extra` options such as DRIVER_NAME)
+    /// and returns the server's answer (READY or AUTHENTICATE). v5 framing starts after it.
+    pub fn startup(
+        &mut self,
+        compression: Option<Compression>,
+        extra: &[(&str, &str)],
+    ) -> Result<Envelope> {
+        let version = self.version;
         let mut opts = vec![("CQL_VERSION", "3.0.0")];
         match compression {
             Some(Compression::Lz4) => opts.push(("COMPRESSION", "lz4")),
             Some(Compression::Snappy) => opts.push(("COMPRESSION", "snappy")),
             None => {}
         }
+        opts.extend_from_slice(extra);
         let mut body = Vec::new();
         write_string_map(&mut body, &opts)?;
         // With v4 compression the server already compresses its READY.
-        c.compression = compression;
-        let resp = c.request(Opcode::STARTUP, &body)?;
+        self.compression = compression;
+        let resp = self.request(Opcode::STARTUP, &body)?;
         if version >= ProtocolVersion::V5 {
-            c.framed = Some((
+            self.framed = Some((
                 SegmentEncoder::new(compression.is_some()),
                 FramedDecoder::new(
                     SegmentDecoder::new(compression.is_some()),
@@ -138,10 +261,20 @@ impl Client {
                 ),
             ));
         }
-        if resp.header().opcode != Opcode::READY {
-            bail!("STARTUP answered with opcode {:?}", resp.header().opcode);
-        }
-        Ok(c)
+        Ok(resp)
+    }
+
+    /// Answers AUTHENTICATE with a SASL PLAIN token for `user` / `password`; returns the
+    /// server's answer (AUTH_SUCCESS as `Response::Other`, or the error).
+    pub fn login(&mut self, user: &str, password: &str) -> Result<Response> {
+        let mut token = vec![0u8];
+        token.extend_from_slice(user.as_bytes());
+        token.push(0);
+        token.extend_from_slice(password.as_bytes());
+        let mut body = Vec::new();
+        write_value(&mut body, Value::Bytes(&token))?;
+        let e = self.request(Opcode::AUTH_RESPONSE, &body)?;
+        self.decode(&e)
     }
 
     /// Connects without sending anything.
@@ -149,14 +282,44 @@ impl Client {
         let sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
         sock.set_read_timeout(Some(Duration::from_secs(30)))?;
         sock.set_nodelay(true)?;
-        Ok(Client {
+        Ok(Self::over(Sock::Tcp(sock), version))
+    }
+
+    /// Connects and completes a TLS handshake, without sending any CQL. With TLS 1.3 a server
+    /// that refuses the client's certificate says so only at the first read.
+    pub fn connect_raw_tls(
+        addr: &str,
+        version: ProtocolVersion,
+        tls: &TlsClient,
+    ) -> Result<Client> {
+        let mut sock = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
+        sock.set_read_timeout(Some(Duration::from_secs(30)))?;
+        sock.set_nodelay(true)?;
+        let mut conn = ClientConnection::new(tls.config.clone(), tls.server_name.clone())?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock)
+                .with_context(|| format!("TLS handshake with {addr}"))?;
+        }
+        Ok(Self::over(
+            Sock::Tls(Box::new(StreamOwned::new(conn, sock))),
+            version,
+        ))
+    }
+
+    fn over(sock: Sock, version: ProtocolVersion) -> Client {
+        Client {
             sock,
             version,
             compression: None,
             framed: None,
             buf: BytesMut::with_capacity(64 * 1024),
             next_stream: 0,
-        })
+        }
+    }
+
+    /// The local address of the connection (the proxy logs it as the peer).
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
+        Ok(self.sock.tcp().local_addr()?)
     }
 
     /// The protocol version in use.
@@ -199,6 +362,7 @@ impl Client {
             None => out.extend_from_slice(env.as_bytes()),
         }
         self.sock.write_all(&out)?;
+        self.sock.flush()?;
         loop {
             let e = self.read_envelope()?;
             if e.header().stream == stream {
@@ -343,12 +507,13 @@ impl Client {
     /// Writes raw bytes to the socket (for malformed-input tests).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
         self.sock.write_all(bytes)?;
+        self.sock.flush()?;
         Ok(())
     }
 
     /// Sets the read timeout.
     pub fn set_read_timeout(&self, d: Duration) -> Result<()> {
-        self.sock.set_read_timeout(Some(d))?;
+        self.sock.tcp().set_read_timeout(Some(d))?;
         Ok(())
     }
 }

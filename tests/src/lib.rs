@@ -6,6 +6,6 @@ pub mod client;
 pub mod proxy;
 pub mod server;
 
-pub use client::{Client, Response};
+pub use client::{Client, Response, TlsClient};
 pub use proxy::{proxy, proxy_ctx, proxy_with};
 pub use server::{repo_root, upstream};

@@ -168,8 +168,7 @@ fn admin_endpoints_show_the_savings_without_literals() {
     assert_eq!(http(admin, "POST", "/metrics").0, 405);
     assert_eq!(http(admin, "HEAD", "/live").0, 200);
 
-    ctx.draining
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.lifecycle.start_drain();
     assert_eq!(get(admin, "/ready"), (503, "not ready: draining\n".into()));
     assert_eq!(get(admin, "/live").0, 200);
 }

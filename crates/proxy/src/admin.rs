@@ -14,6 +14,7 @@
 //! runtime on its own OS thread is scheduled by the kernel like any other thread.
 
 use crate::context::Context;
+use crate::upstream::UpstreamTls;
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
 };
@@ -32,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
@@ -217,7 +218,7 @@ pub fn shapes_json(ctx: &Context, limit: usize) -> String {
 /// Ready: listening, not draining, and the upstream answers (a cached probe).
 async fn ready(state: &State) -> Result<(), String> {
     let ctx = &state.ctx;
-    if ctx.draining.load(Ordering::Relaxed) {
+    if ctx.lifecycle.is_draining() {
         return Err("draining".into());
     }
     if !ctx.listening.load(Ordering::Relaxed) {
@@ -236,7 +237,8 @@ async fn ready(state: &State) -> Result<(), String> {
     // Ready when any contact point answers: a new client connection goes to one that does.
     let mut failures = Vec::new();
     for upstream in ctx.upstreams.addrs() {
-        match tokio::time::timeout(PROBE_TIMEOUT, probe(upstream)).await {
+        let probe = probe(upstream, ctx.upstream_tls.as_ref());
+        match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
             Ok(Ok(())) => {
                 failures.clear();
                 break;
@@ -258,10 +260,10 @@ async fn ready(state: &State) -> Result<(), String> {
     result
 }
 
-/// Connects to the upstream node and asks OPTIONS (protocol v4, which every supported server
-/// speaks); SUPPORTED means it answers CQL.
-pub async fn probe(upstream: &str) -> Result<(), String> {
-    let mut sock = TcpStream::connect(upstream)
+/// Connects to the upstream node (over TLS when `tls` is set) and asks OPTIONS (protocol v4,
+/// which every supported server speaks); SUPPORTED means it answers CQL.
+pub async fn probe(upstream: &str, tls: Option<&UpstreamTls>) -> Result<(), String> {
+    let mut sock = crate::upstream::connect_to(upstream, tls, PROBE_TIMEOUT)
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let options = Envelope::new(
@@ -276,9 +278,11 @@ pub async fn probe(upstream: &str) -> Result<(), String> {
         &[],
     )
     .into_frame();
-    sock.write_all(&options)
-        .await
-        .map_err(|e| format!("send OPTIONS: {e}"))?;
+    let sent = async {
+        sock.write_all(&options).await?;
+        sock.flush().await
+    };
+    sent.await.map_err(|e| format!("send OPTIONS: {e}"))?;
     // SUPPORTED is a few hundred bytes; anything far larger is not a CQL answer to OPTIONS.
     let decoder = EnvelopeDecoder::new(Direction::Response, 64 * 1024);
     let mut buf = BytesMut::with_capacity(1024);
@@ -319,7 +323,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
-        assert!(probe(&addr).await.unwrap_err().starts_with("connect"));
+        assert!(probe(&addr, None).await.unwrap_err().starts_with("connect"));
     }
 
     #[tokio::test]
@@ -330,6 +334,6 @@ mod tests {
             let (mut s, _) = l.accept().await.unwrap();
             let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
         });
-        assert!(probe(&addr).await.is_err());
+        assert!(probe(&addr, None).await.is_err());
     }
 }

@@ -1,110 +1,288 @@
-//! The proxy's configuration: command-line flags, each with an `AUTOPREP_*` environment
-//! variable behind it.
+//! The proxy's configuration: one [`Config`] with defaults, read from a TOML file
+//! (`--config PATH` or `AUTOPREP_CONFIG`), `AUTOPREP_*` environment variables and command-line
+//! flags. A flag overrides the environment, the environment overrides the file, the file
+//! overrides the defaults. Every option is described once, in [`options`]; `CONFIG.md` at the
+//! repository root documents them all.
+//!
+//! Loading ([`load`]) reports every problem at once, each by option name and where its value
+//! came from; the binary then exits with [`EX_USAGE`]. `autoprep --print-config` prints the
+//! effective configuration as TOML that can be fed back as a file.
+//!
+//! Secrets: no option ever holds a secret's value. An option that needs one (a private key, a
+//! password) takes the path of a file holding it, read when the proxy starts, so the effective
+//! configuration, `--print-config` and the logs only ever show the path.
 
-use clap::Parser;
+mod load;
+pub mod options;
 
-/// autoprep: a CQL sidecar that turns unprepared statements into prepared ones.
-#[derive(Debug, Clone, Parser)]
-#[command(name = "autoprep", version, about)]
+use std::path::PathBuf;
+
+pub use load::{load, LoadError, Loaded, Source};
+
+use autoprep_protocol::types::UtcOffset;
+use serde::Serialize;
+
+/// The exit code of a usage or configuration error (`EX_USAGE` of sysexits.h).
+pub const EX_USAGE: u8 = 64;
+
+/// The effective configuration of one proxy process.
+///
+/// To add an option: a field here, its default in [`Config::default`], its description in
+/// [`options::OPTIONS`], a check in [`Config::validate`] if it needs one, and a line in
+/// `CONFIG.md` (a unit test checks that the four agree).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Address the application connects to.
-    #[arg(long, env = "AUTOPREP_LISTEN", default_value = "127.0.0.1:9043")]
     pub listen: String,
-
-    /// The Cassandra / ScyllaDB nodes to forward to: host:port, or a comma-separated list of
-    /// contact points (each new client connection goes to the next healthy one).
-    #[arg(long, env = "AUTOPREP_UPSTREAM", default_value = "127.0.0.1:9042")]
+    /// The Cassandra / ScyllaDB nodes to forward to: `host:port`, or several contact points
+    /// separated by commas (each new client connection goes to the next healthy one).
     pub upstream: String,
-
-    /// The address (ip or ip:port) drivers are told is the cluster's only node, in
-    /// system.local; default: the listen address. Required when --listen is a wildcard
-    /// address (0.0.0.0, [::]); in Kubernetes, the pod IP.
-    #[arg(long, env = "AUTOPREP_ADVERTISE_ADDRESS")]
+    /// The address (`ip` or `ip:port`) drivers are told is the cluster's only node, in
+    /// `system.local`; unset, the listen address. Required when `listen` is a wildcard address.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise_address: Option<String>,
-
+    /// How long the answer to a schema change may be held until every node reports the same
+    /// schema version, in milliseconds; 0: answered at once.
+    pub schema_agreement_wait_ms: u64,
     /// Largest envelope body accepted from either side, in bytes.
-    #[arg(long, env = "AUTOPREP_MAX_FRAME_BYTES", default_value_t = autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN)]
     pub max_frame_bytes: usize,
-
     /// How long to wait for the upstream node to accept a connection, in milliseconds.
-    #[arg(long, env = "AUTOPREP_CONNECT_TIMEOUT_MS", default_value_t = 5000)]
     pub connect_timeout_ms: u64,
-
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `autoprep=debug`.
-    #[arg(long, env = "AUTOPREP_LOG", default_value = "info")]
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `autoprep=debug`.
     pub log: String,
-
-    /// Rewrite literal-bearing QUERYs into EXECUTEs of prepared statements (`false`: pure
-    /// pass-through proxy).
-    #[arg(long, env = "AUTOPREP_REWRITE", default_value_t = true, action = clap::ArgAction::Set)]
+    /// Rewrite literal-bearing QUERYs into EXECUTEs of prepared statements (`false`: a plain
+    /// forwarder).
     pub rewrite: bool,
-
     /// Most prepared statements kept in the proxy's cache.
-    #[arg(long, env = "AUTOPREP_CACHE_ENTRIES", default_value_t = 10_000)]
     pub cache_entries: usize,
-
     /// Most bytes (approximate) the proxy's prepared cache holds.
-    #[arg(long, env = "AUTOPREP_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub cache_bytes: usize,
-
     /// A statement shape is prepared on its Nth sighting.
-    #[arg(long, env = "AUTOPREP_ADMISSION_THRESHOLD", default_value_t = 2)]
     pub admission_threshold: u32,
-
     /// The server's default time zone (`Z`, `UTC`, `+02:00`), so that timestamps written
     /// without a zone can be rewritten too; unset, they pass through unchanged.
-    #[arg(long, env = "AUTOPREP_SERVER_TIME_ZONE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub server_time_zone: Option<String>,
-
-    /// How long, in milliseconds, the answer to a schema change (CREATE, ALTER, DROP) may be
-    /// held until every node reports the same schema version (drivers cannot check it through
-    /// the proxy: they see no peers); 0: answer at once.
-    #[arg(
-        long,
-        env = "AUTOPREP_SCHEMA_AGREEMENT_WAIT_MS",
-        default_value_t = 10_000
-    )]
-    pub schema_agreement_wait_ms: u64,
-
-    /// Upstream stream ids per connection (the protocol allows 32768); fewer only for tests
-    /// of the backpressure path.
-    #[arg(
-        long,
-        env = "AUTOPREP_UPSTREAM_STREAMS",
-        default_value_t = 32768,
-        hide = true
-    )]
+    /// Upstream stream ids per connection (the protocol allows 32768); fewer only for tests of
+    /// the backpressure path.
     pub upstream_streams: usize,
-    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`), e.g.
-    /// `127.0.0.1:9100`. Unset: no admin server.
-    #[arg(long, env = "AUTOPREP_ADMIN")]
+    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`). Unset: no
+    /// admin server.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin: Option<String>,
-
-    /// Never rewrite a statement whose normalized text contains this (repeatable;
-    /// comma-separated in the environment variable).
-    #[arg(long, env = "AUTOPREP_EXCLUDE", value_delimiter = ',')]
+    /// Never rewrite a statement whose normalized text contains one of these.
     pub exclude: Vec<String>,
+    /// Client connections served at once; a client beyond them gets an Overloaded ERROR.
+    pub max_client_connections: usize,
+    /// After SIGTERM / SIGINT, how long open client connections keep being served before the
+    /// proxy closes them, in seconds.
+    pub drain_grace_seconds: u64,
+    /// PEM certificate chain presented to clients (with `--tls-key`): clients must then connect
+    /// with TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert` (PKCS#8, PKCS#1 or SEC1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: clients must present a certificate signed by one of them (mutual
+    /// TLS). Needs `--tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Connect to the upstream node with TLS.
+    pub upstream_tls: bool,
+    /// PEM CA certificates that sign the upstream node's certificate; unset, the system's
+    /// trusted roots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_ca: Option<PathBuf>,
+    /// PEM client certificate chain presented to the upstream node (with
+    /// `--upstream-tls-key`), for nodes that require client certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--upstream-tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_key: Option<PathBuf>,
+    /// The name the upstream node's certificate must be valid for; unset, the host part of
+    /// `--upstream` (a DNS name or an IP address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls_server_name: Option<String>,
+    /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
+    /// anyone on the path can read and change the traffic). Logged as a warning at start.
+    pub upstream_tls_insecure_skip_verify: bool,
 }
 
-impl Config {
-    /// A configuration for `upstream` listening on an ephemeral loopback port (tests, benches).
-    pub fn for_upstream(upstream: &str) -> Config {
+impl Default for Config {
+    fn default() -> Config {
         Config {
-            listen: "127.0.0.1:0".into(),
-            upstream: upstream.into(),
+            listen: "127.0.0.1:9043".into(),
+            upstream: "127.0.0.1:9042".into(),
             advertise_address: None,
+            schema_agreement_wait_ms: 10_000,
             max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
             connect_timeout_ms: 5000,
-            schema_agreement_wait_ms: 10_000,
             log: "info".into(),
             rewrite: true,
             cache_entries: 10_000,
             cache_bytes: 64 * 1024 * 1024,
             admission_threshold: 2,
             server_time_zone: None,
-            exclude: Vec::new(),
-            upstream_streams: 32768,
+            upstream_streams: MAX_STREAMS,
             admin: None,
+            exclude: Vec::new(),
+            max_client_connections: 1024,
+            drain_grace_seconds: 20,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            upstream_tls: false,
+            upstream_tls_ca: None,
+            upstream_tls_cert: None,
+            upstream_tls_key: None,
+            upstream_tls_server_name: None,
+            upstream_tls_insecure_skip_verify: false,
         }
     }
 }
+
+/// Stream ids a protocol v3+ connection has.
+const MAX_STREAMS: usize = 32768;
+
+/// Most client connections `max_client_connections` may allow.
+pub const MAX_CLIENT_CONNECTIONS: usize = 1_000_000;
+
+/// One thing wrong with a configuration: the option (its TOML key) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: &'static str,
+    pub message: String,
+}
+
+impl Config {
+    /// The defaults, for `upstream`, listening on an ephemeral loopback port (tests, benches).
+    pub fn for_upstream(upstream: &str) -> Config {
+        Config {
+            listen: "127.0.0.1:0".into(),
+            upstream: upstream.into(),
+            ..Config::default()
+        }
+    }
+
+    /// Every problem of this configuration (empty when it is usable).
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut check = |key: &'static str, r: Result<(), String>| {
+            if let Err(message) = r {
+                out.push(Problem { key, message });
+            }
+        };
+        check("listen", address(&self.listen, true));
+        check("upstream", contact_points(&self.upstream));
+        check(
+            "advertise_address",
+            crate::topology::Topology::new(&self.listen, self.advertise_address.as_deref())
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        );
+        if let Some(admin) = &self.admin {
+            check("admin", address(admin, true));
+        }
+        let max_body = usize::try_from(i32::MAX).unwrap_or(usize::MAX);
+        check("max_frame_bytes", within(self.max_frame_bytes, 1, max_body));
+        check(
+            "connect_timeout_ms",
+            within(self.connect_timeout_ms, 1, u64::MAX),
+        );
+        check(
+            "log",
+            tracing_subscriber::EnvFilter::try_new(&self.log)
+                .map(drop)
+                .map_err(|e| format!("not a log filter ({e}), got {:?}", self.log)),
+        );
+        check("cache_entries", within(self.cache_entries, 1, usize::MAX));
+        check("cache_bytes", within(self.cache_bytes, 1, usize::MAX));
+        check(
+            "admission_threshold",
+            within(self.admission_threshold, 1, u32::MAX),
+        );
+        if let Some(z) = &self.server_time_zone {
+            check(
+                "server_time_zone",
+                z.parse::<UtcOffset>()
+                    .map(drop)
+                    .map_err(|e| format!("{e}, got {z:?}")),
+            );
+        }
+        check(
+            "upstream_streams",
+            within(self.upstream_streams, 1, MAX_STREAMS),
+        );
+        if self.exclude.iter().any(String::is_empty) {
+            check(
+                "exclude",
+                Err("an empty pattern would exclude every statement".into()),
+            );
+        }
+        check(
+            "max_client_connections",
+            within(self.max_client_connections, 1, MAX_CLIENT_CONNECTIONS),
+        );
+        out
+    }
+}
+
+/// `value` within `min..=max`.
+fn within<T: PartialOrd + std::fmt::Display>(value: T, min: T, max: T) -> Result<(), String> {
+    if value < min {
+        Err(format!("must be at least {min}, got {value}"))
+    } else if value > max {
+        Err(format!("must be at most {max}, got {value}"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A comma-separated list of `HOST:PORT` contact points.
+fn contact_points(s: &str) -> Result<(), String> {
+    let list = options::split_list(s);
+    if list.is_empty() {
+        return Err(format!("expected HOST:PORT[,HOST:PORT...], got {s:?}"));
+    }
+    list.iter().try_for_each(|a| address(a, false))
+}
+
+/// A `HOST:PORT` address: an IPv4 address or host name, or an IPv6 address in brackets.
+/// Port 0 (an ephemeral port) only where `port_zero` allows it (addresses to bind).
+fn address(s: &str, port_zero: bool) -> Result<(), String> {
+    let wrong = |why: &str| {
+        Err(format!(
+            "{why}: expected HOST:PORT such as 127.0.0.1:9043 or [::1]:9043, got {s:?}"
+        ))
+    };
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return wrong("no port");
+    };
+    match port.parse::<u16>() {
+        Ok(0) if !port_zero => return wrong("port 0"),
+        Ok(_) => {}
+        Err(_) => return wrong("bad port"),
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner
+            .strip_suffix(']')
+            .map(str::parse::<std::net::Ipv6Addr>)
+        {
+            Some(Ok(_)) => Ok(()),
+            _ => wrong("bad IPv6 address"),
+        };
+    }
+    if host.contains(':') {
+        return wrong("an IPv6 address goes in brackets");
+    }
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if host.is_empty() || !host.chars().all(name_char) {
+        return wrong("bad host");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -12,12 +12,11 @@
 //! A node's index in the list is its identity for the prepared-statement cache: each node has
 //! its own server-side cache, so a shape prepared on one node is prepared again on another.
 
-use std::net::SocketAddr;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use tokio::net::TcpStream;
 
 /// How long a node that refused or timed out is tried only after the others.
 pub const BACKOFF: Duration = Duration::from_secs(5);
@@ -35,7 +34,7 @@ pub enum ContactPointsError {
 
 /// Why no upstream connection could be made.
 #[derive(Debug, Error)]
-#[error("no upstream node accepted the connection ({})", .attempts.join("; "))]
+#[error("no upstream node could be connected to: {}", .attempts.join("; "))]
 pub struct ConnectError {
     /// One line per node tried: its address and what happened.
     pub attempts: Vec<String>,
@@ -58,12 +57,12 @@ pub struct ContactPoints {
 }
 
 /// The node a client connection went to: its index (the cache's node id) and address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Picked {
     /// Index in the `--upstream` list.
     pub node: u32,
-    /// The address the connection went to.
-    pub peer: Option<SocketAddr>,
+    /// The node's address as configured.
+    pub addr: String,
 }
 
 impl ContactPoints {
@@ -156,31 +155,36 @@ impl ContactPoints {
         }
     }
 
-    /// Connects to a node for a new client connection: tries the nodes in [`pick`] order,
-    /// each within `timeout`, and returns the first connection made with the node's index.
-    /// Each node that refuses or times out adds one to `failures`.
+    /// Connects to a node for a new client connection: tries the nodes in [`pick`] order with
+    /// `connect_one` (TCP and, when configured, TLS, within the connect timeout) and returns
+    /// the first connection made, with the node's index. Each node that fails adds one to
+    /// `failures`.
     ///
     /// [`pick`]: ContactPoints::pick
-    pub async fn connect(
+    pub async fn connect<S, E, F, Fut>(
         &self,
-        timeout: Duration,
         failures: &AtomicU64,
-    ) -> Result<(TcpStream, Picked), ConnectError> {
+        mut connect_one: F,
+    ) -> Result<(S, Picked), ConnectError>
+    where
+        E: std::fmt::Display,
+        F: FnMut(String) -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+    {
         let mut attempts = Vec::new();
         for i in self.pick(Instant::now()) {
             let addr = &self.nodes[i].addr;
-            match tokio::time::timeout(timeout, TcpStream::connect(addr.as_str())).await {
-                Ok(Ok(sock)) => {
+            match connect_one(addr.clone()).await {
+                Ok(sock) => {
                     self.succeeded(i);
                     let picked = Picked {
                         // The list is far shorter than u32::MAX.
                         node: u32::try_from(i).unwrap_or(u32::MAX),
-                        peer: sock.peer_addr().ok(),
+                        addr: addr.clone(),
                     };
                     return Ok((sock, picked));
                 }
-                Ok(Err(e)) => attempts.push(format!("{addr}: {e}")),
-                Err(_) => attempts.push(format!("{addr}: timed out after {timeout:?}")),
+                Err(e) => attempts.push(e.to_string()),
             }
             failures.fetch_add(1, Ordering::Relaxed);
             self.failed(i, Instant::now());
@@ -240,6 +244,13 @@ mod tests {
         assert_eq!(cp.pick(now), [0, 2, 1]);
     }
 
+    /// A connector that names the address in its error, as the session's does.
+    async fn tcp(addr: String) -> Result<tokio::net::TcpStream, String> {
+        tokio::net::TcpStream::connect(&addr)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))
+    }
+
     #[test]
     fn connect_skips_a_refusing_node() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -255,9 +266,9 @@ mod tests {
                 .unwrap();
             let failures = AtomicU64::new(0);
             for _ in 0..4 {
-                let (_sock, picked) = cp.connect(Duration::from_secs(5), &failures).await.unwrap();
+                let (sock, picked) = cp.connect(&failures, tcp).await.unwrap();
                 assert_eq!(picked.node, 1);
-                assert_eq!(picked.peer, Some(live.local_addr().unwrap()));
+                assert_eq!(sock.peer_addr().unwrap(), live.local_addr().unwrap());
                 let _ = live.accept().await.unwrap();
             }
             // The dead node cost one attempt: from then on it was tried after the live one.
@@ -265,10 +276,7 @@ mod tests {
             // The dead node was remembered: it is tried last now.
             assert_eq!(cp.pick(Instant::now())[1], 0);
             let all_dead = ContactPoints::parse(&dead_addr.to_string()).unwrap();
-            let err = all_dead
-                .connect(Duration::from_secs(5), &failures)
-                .await
-                .unwrap_err();
+            let err = all_dead.connect(&failures, tcp).await.unwrap_err();
             assert_eq!(err.attempts.len(), 1);
             assert!(err.to_string().contains(&dead_addr.to_string()), "{err}");
         });

@@ -1,12 +1,17 @@
 //! What every session of the process shares: the configuration, the upstream contact points,
 //! the topology shown to drivers, the prepared-statement cache, the encoder options, the
-//! metrics and per-shape statistics, and the health flags the admin server reports.
+//! metrics and per-shape statistics, the lifecycle (connection admission and drain), the
+//! health flags the admin server reports, and the TLS configurations of both sides.
 
 use crate::config::Config;
 use crate::contact_points::ContactPoints;
+use crate::lifecycle::Lifecycle;
+use crate::limit::Refusals;
 use crate::metrics::Metrics;
 use crate::shapes::Shapes;
+use crate::tls::ClientTls;
 use crate::topology::Topology;
+use crate::upstream::UpstreamTls;
 use autoprep_cache::{CacheConfig, PreparedCache};
 use autoprep_protocol::types::encode::EncodeOptions;
 use std::net::SocketAddr;
@@ -28,10 +33,16 @@ pub struct Context {
     pub shapes: Shapes,
     /// Set while the data listener accepts connections (`/ready` needs it).
     pub listening: AtomicBool,
-    /// Set when the proxy starts draining (SIGTERM): `/ready` answers 503 from then on.
-    pub draining: AtomicBool,
+    /// Connection admission and the drain phase (`/ready` answers 503 once draining).
+    pub lifecycle: Lifecycle,
+    /// Connections refused beyond the limit.
+    pub refusals: Refusals,
     /// Where the admin server listens, once it does.
     pub admin_addr: OnceLock<SocketAddr>,
+    /// TLS toward the clients (`--tls-cert`), if on.
+    pub client_tls: Option<ClientTls>,
+    /// TLS toward the upstream node (`--upstream-tls`), if on.
+    pub upstream_tls: Option<UpstreamTls>,
 }
 
 impl Context {
@@ -47,6 +58,11 @@ impl Context {
         };
         let upstreams = ContactPoints::parse(&cfg.upstream)?;
         let topology = Topology::new(&cfg.listen, cfg.advertise_address.as_deref())?;
+        let client_tls = ClientTls::from_config(&cfg)?;
+        let upstream_tls = UpstreamTls::from_config(&cfg)?;
+        if cfg.upstream_tls_insecure_skip_verify {
+            tracing::warn!("--upstream-tls-insecure-skip-verify: the upstream node's certificate is NOT verified; anyone on the path can read and change the traffic (development only)");
+        }
         let cache = PreparedCache::new(CacheConfig {
             max_entries: cfg.cache_entries,
             max_bytes: cfg.cache_bytes,
@@ -61,8 +77,11 @@ impl Context {
             metrics: Metrics::default(),
             shapes: Shapes::default(),
             listening: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            lifecycle: Lifecycle::new(cfg.max_client_connections),
+            refusals: Refusals::default(),
             admin_addr: OnceLock::new(),
+            client_tls,
+            upstream_tls,
             cfg,
         })
     }

@@ -2,16 +2,21 @@
 //! Cassandra or ScyllaDB node.
 //!
 //! # Layout
-//! - [`config`]: flags and `AUTOPREP_*` environment variables.
+//! - [`config`]: the TOML file, `AUTOPREP_*` environment variables and flags.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
 //! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
+//! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
+//! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`schema_agreement`]: holds schema-change answers until every node has the new schema.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
+//! - [`socket`]: a connection's socket, plain TCP or TLS, and its halves.
+//! - [`tls`]: TLS toward the clients, and PEM loading.
+//! - [`upstream`]: the connection to the upstream node (TCP, then TLS when on).
 //! - [`shapes`]: per-statement-shape statistics.
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`topology`]: rewriting of topology answers, events and SUPPORTED so drivers stay on the
@@ -24,6 +29,8 @@ pub mod admin;
 pub mod config;
 pub mod contact_points;
 pub mod context;
+pub mod lifecycle;
+pub mod limit;
 pub mod metrics;
 pub mod protocol_error;
 pub mod rewrite;
@@ -31,6 +38,9 @@ pub mod schema_agreement;
 pub mod server;
 pub mod session;
 pub mod shapes;
+pub mod socket;
 pub mod streams;
+pub mod tls;
 pub mod topology;
+pub mod upstream;
 pub mod writer;

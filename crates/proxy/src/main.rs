@@ -1,65 +1,99 @@
-//! The `autoprep` binary: parses the configuration, sets up logging, starts the admin server
-//! (when `--admin` is set) and runs the listener until SIGINT or SIGTERM.
+//! The `autoprep` binary: loads the configuration (exit 64 on any problem, every problem
+//! named), sets up logging, starts the admin server (when `admin` is set) and the listener,
+//! and on SIGTERM / SIGINT drains (see [`autoprep::lifecycle`]) and exits 0; a second signal
+//! exits at once with 1.
 
-use anyhow::Context;
-use autoprep::config::Config;
-use clap::Parser;
+use anyhow::Context as _;
+use autoprep::config::{self, LoadError, Loaded, EX_USAGE};
+use autoprep::lifecycle::{self, Outcome, Signals};
+use std::io::IsTerminal;
+use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
-fn main() -> anyhow::Result<()> {
-    let cfg = Config::parse();
+fn main() -> ExitCode {
+    let loaded = match config::load(std::env::args_os(), std::env::vars_os()) {
+        Ok(l) => l,
+        Err(LoadError::Cli(e)) => {
+            // --help and --version print to standard output and succeed.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EX_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+        Err(e @ LoadError::Invalid(_)) => {
+            eprintln!("{e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    if loaded.print_config {
+        print!("{}", loaded.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    match run(loaded) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("autoprep: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
+    let cfg = loaded.config;
+    // The filter was checked with the rest of the configuration.
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&cfg.log).context("invalid --log filter")?)
+        .with_env_filter(EnvFilter::try_new(&cfg.log).context("log filter")?)
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("start the runtime")?;
-    // Configuration errors (contact points, advertise address) before anything is bound.
-    let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
-    rt.block_on(async move {
-        let cfg = &ctx.cfg;
+    let outcome = rt.block_on(async move {
+        // First, so that a signal during start-up already drains rather than kills.
+        let mut signals = Signals::install().context("install signal handlers")?;
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
             .await
-            .with_context(|| format!("bind {}", cfg.listen))?;
-        ctx.topology.bound(listener.local_addr()?);
-        let advertised = ctx.topology.advertised().map(|a| a.addr.to_string());
+            .with_context(|| format!("listen: bind {}", cfg.listen))?;
         tracing::info!(
             listen = %listener.local_addr()?,
             upstream = %cfg.upstream,
-            advertised = advertised.as_deref().unwrap_or("-"),
             rewrite = cfg.rewrite,
+            max_client_connections = cfg.max_client_connections,
             "autoprep listening"
         );
+        let grace = Duration::from_secs(cfg.drain_grace_seconds);
+        let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
+        ctx.topology.bound(listener.local_addr()?);
+        if let Some(a) = ctx.topology.advertised() {
+            tracing::info!(advertised = %a.addr, "drivers see the cluster as this one node");
+        }
         if let Some(admin) = ctx.cfg.admin.clone() {
             // Its own thread and runtime: it answers even when this runtime is saturated.
             autoprep::admin::spawn(&admin, ctx.clone())?;
         }
-        autoprep::server::run(listener, ctx, shutdown_signal()).await;
-        Ok(())
-    })
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+        tokio::spawn(autoprep::server::run(listener, ctx.clone()));
+        signals.recv().await;
+        let outcome = lifecycle::drain(&ctx.lifecycle, grace, signals.recv()).await;
+        anyhow::Ok(outcome)
+    })?;
+    Ok(match outcome {
+        Outcome::Drained | Outcome::TimedOut { .. } => {
+            tracing::info!("autoprep stopped");
+            ExitCode::SUCCESS
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
+        Outcome::Forced => {
+            tracing::warn!("second signal: exiting without waiting for client connections");
+            // Exit now: dropping the runtime would wait for the sessions' tasks.
+            std::process::exit(1);
+        }
+    })
 }

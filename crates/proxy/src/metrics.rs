@@ -21,6 +21,8 @@ use std::time::Duration;
 pub struct Metrics {
     pub client_connections: AtomicU64,
     pub connections_total: AtomicU64,
+    /// Client connections refused because `max_client_connections` were open.
+    pub connections_refused: AtomicU64,
     /// Requests from clients, by opcode byte.
     requests: [AtomicU64; 17],
     requests_other: AtomicU64,
@@ -116,6 +118,16 @@ impl Metrics {
             "autoprep_client_connections_total",
             &[],
             load(&self.connections_total),
+        );
+        e.head(
+            "autoprep_connections_refused_total",
+            "counter",
+            "Client connections refused because max_client_connections were open.",
+        );
+        e.sample(
+            "autoprep_connections_refused_total",
+            &[],
+            load(&self.connections_refused),
         );
 
         // Opcodes outside the table and opcode 4 (unused) share the name UNKNOWN: one series.

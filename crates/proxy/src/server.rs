@@ -1,10 +1,12 @@
-//! The listener: accepts client connections and runs a session for each.
+//! The listener: accepts client connections and runs a session for each, up to the connection
+//! limit (beyond it, [`limit::refuse`]); it stops, closing its socket, when the drain starts.
 
 use crate::admin;
 use crate::config::Config;
 use crate::context::Context;
+use crate::lifecycle::Phase;
+use crate::limit;
 use crate::session;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,9 +14,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-/// Accepts connections on `listener` until `shutdown` completes.
-pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
-    tokio::pin!(shutdown);
+/// Accepts connections on `listener` until the drain starts (see [`crate::lifecycle`]), then
+/// drops the listener so that new connections are refused.
+pub async fn run(listener: TcpListener, ctx: Arc<Context>) {
+    let draining = ctx.lifecycle.reached(Phase::Draining);
+    tokio::pin!(draining);
     if let Ok(local) = listener.local_addr() {
         ctx.topology.bound(local);
     }
@@ -22,29 +26,40 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>, shutdown: impl Future
     let mut next_id = 0u64;
     loop {
         tokio::select! {
+            // A connection that arrives with the signal is not accepted any more.
+            biased;
+            () = &mut draining => {
+                ctx.listening.store(false, Ordering::Relaxed);
+                drop(listener);
+                info!("listener closed: no new client connections");
+                return;
+            }
             accepted = listener.accept() => match accepted {
-                Ok((sock, _)) => {
-                    next_id += 1;
-                    tokio::spawn(session::run(next_id, sock, ctx.clone()));
-                }
+                Ok((sock, peer)) => match ctx.lifecycle.admit() {
+                    Some(admitted) => {
+                        next_id += 1;
+                        let ctx = ctx.clone();
+                        let id = next_id;
+                        tokio::spawn(async move {
+                            session::run(id, sock, ctx).await;
+                            drop(admitted);
+                        });
+                    }
+                    None => limit::refuse(sock, peer, &ctx),
+                },
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            () = &mut shutdown => {
-                ctx.listening.store(false, Ordering::Relaxed);
-                info!("listener stopped");
-                return;
-            }
         }
     }
 }
 
 /// Binds `cfg.listen` and serves in the background on the current runtime; returns the bound
 /// address. Starts the admin server too when `cfg.admin` is set (its address is then in
-/// `ctx.admin_addr`). Used by tests and benchmarks.
+/// `ctx.admin_addr`). `ctx.lifecycle.start_drain()` stops it. Used by tests and benchmarks.
 pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
@@ -55,6 +70,6 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     if let Some(admin) = ctx.cfg.admin.clone() {
         admin::spawn(&admin, ctx.clone())?;
     }
-    tokio::spawn(run(listener, ctx.clone(), std::future::pending()));
+    tokio::spawn(run(listener, ctx.clone()));
     Ok((addr, ctx))
 }

@@ -4,8 +4,13 @@
 //! upstream stream id for every request, upstream → client maps each response back to the
 //! client's stream id. Each socket has its own writer task (see [`crate::writer`]). v5 framing
 //! starts on both sides once the server answers STARTUP with READY or AUTHENTICATE.
+//!
+//! At the end of a drain's grace period (see [`crate::lifecycle`]) the client reader stops
+//! reading, the upstream reader goes on until every forwarded request is answered (at most
+//! [`lifecycle::CLOSE_WAIT`]), and the connection closes.
 
 use crate::context::Context;
+use crate::lifecycle;
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
@@ -14,6 +19,7 @@ use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::topology;
 use crate::writer::{self, Out};
+use crate::{tls, upstream};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
@@ -28,13 +34,14 @@ use autoprep_protocol::message::ResponseBody;
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use std::time::Instant;
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
 
 /// Envelopes queued toward one socket before a reader waits (backpressure).
@@ -64,6 +71,18 @@ struct Shared {
     freed: Notify,
     /// The upstream node (contact point index): the cache's node id for this connection.
     node: u32,
+    /// The address the client connected to (advertised to it when the proxy listens on a
+    /// wildcard address; see [`topology`]).
+    local: Option<std::net::SocketAddr>,
+    /// Cancelled when the drain's grace period ends: the client reader stops.
+    closing: CancellationToken,
+    /// Cancelled once the client reader has stopped: the upstream reader ends as soon as
+    /// nothing is in flight.
+    client_stopped: CancellationToken,
+    /// Set once the server answered READY or AUTH_SUCCESS: the connection is authenticated.
+    /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
+    /// would refuse them and the shape would be marked as failing for every connection).
+    ready: AtomicBool,
 }
 
 impl Shared {
@@ -88,6 +107,8 @@ enum End {
     BadUpstreamInput(String),
     /// A writer went away (its socket failed).
     WriterGone,
+    /// The drain's grace period ended.
+    Closing,
 }
 
 /// Runs one client connection to completion.
@@ -107,18 +128,29 @@ pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
 
 async fn serve(client: TcpStream, ctx: &Context) {
     let cfg = &ctx.cfg;
-    let timeout = Duration::from_millis(cfg.connect_timeout_ms);
-    let failures = &ctx.metrics.upstream_connect_failures;
-    let (upstream, picked) = match ctx.upstreams.connect(timeout, failures).await {
+    let local = client.local_addr().ok();
+    let _ = client.set_nodelay(true);
+    let client = match tls::accept(ctx.client_tls.as_ref(), client).await {
+        Ok(s) => s,
+        // A connection closed before its first byte (a TCP health check, a port scan) is
+        // not worth a warning.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            debug!(error = %e, "client closed the connection before the TLS handshake");
+            return;
+        }
+        Err(e) => {
+            warn!(error = %e, "client TLS handshake failed; connection closed");
+            return;
+        }
+    };
+    let (upstream, picked) = match upstream::connect(ctx).await {
         Ok(c) => c,
         Err(e) => {
             warn!(error = %e, "closing the client connection");
             return;
         }
     };
-    let _ = client.set_nodelay(true);
-    let _ = upstream.set_nodelay(true);
-    debug!(node = picked.node, upstream = ?picked.peer, "connected upstream");
+    debug!(node = picked.node, upstream = %picked.addr, "connected upstream");
     let (client_rd, client_wr) = client.into_split();
     let (upstream_rd, upstream_wr) = upstream.into_split();
     let (to_client, client_rx) = mpsc::channel(CHANNEL_DEPTH);
@@ -134,11 +166,37 @@ async fn serve(client: TcpStream, ctx: &Context) {
         }),
         freed: Notify::new(),
         node: picked.node,
+        local,
+        closing: ctx.lifecycle.session_token(),
+        client_stopped: CancellationToken::new(),
+        ready: AtomicBool::new(false),
     });
 
-    let end = tokio::select! {
-        end = client_to_upstream(client_rd, ctx, &shared, to_upstream.clone(), to_client.clone()) => end,
-        end = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream) => end,
+    // A block, so that both readers (and their senders to the writers) are gone at its end.
+    let end = {
+        let client_side = client_to_upstream(
+            client_rd,
+            ctx,
+            &shared,
+            to_upstream.clone(),
+            to_client.clone(),
+        );
+        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream);
+        tokio::pin!(upstream_side);
+        let end = tokio::select! {
+            end = client_side => end,
+            end = &mut upstream_side => end,
+        };
+        match end {
+            // The client reader stopped: deliver the answers to what it forwarded, then close.
+            End::Closing => {
+                shared.client_stopped.cancel();
+                tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
+                    .await
+                    .unwrap_or(End::Closing)
+            }
+            other => other,
+        }
     };
     match &end {
         End::ClientClosed => debug!("client closed the connection"),
@@ -159,6 +217,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
             warn!(error = %e, "malformed data from upstream; closing the client connection")
         }
         End::WriterGone => debug!("a socket writer stopped"),
+        End::Closing => info!("drain grace period over; connection closed"),
     }
     // PREPAREs of this connection still in flight will never be answered: let other
     // connections prepare those shapes at once.
@@ -174,7 +233,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
 
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
 async fn client_to_upstream(
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
     to_upstream: mpsc::Sender<Out>,
@@ -184,6 +243,8 @@ async fn client_to_upstream(
     let mut scratch = Vec::with_capacity(1024);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    let closing = shared.closing.cancelled();
+    tokio::pin!(closing);
     loop {
         loop {
             if framed.is_none() {
@@ -221,8 +282,17 @@ async fn client_to_upstream(
                 return end;
             }
         }
+        // Checked before reading too: a client that always has more to send keeps the read
+        // ready, and the biased select below would never look at `closing`.
+        if shared.closing.is_cancelled() {
+            return End::Closing;
+        }
         reserve_read_room(&mut buf);
-        let read = rd.read_buf(&mut buf).await;
+        let read = tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => read,
+            () = &mut closing => return End::Closing,
+        };
         if let Ok(n) = read {
             ctx.metrics
                 .bytes_from_clients
@@ -353,10 +423,12 @@ async fn forward_request(
     }
     let is_batch = header.opcode == Opcode::BATCH;
     let is_query = header.opcode == Opcode::QUERY;
+    // Rewriting waits until the connection is authenticated (see `Shared::ready`).
+    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
     let topology_candidate = is_query
         || header.opcode == Opcode::PREPARE
         || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
-    if topology_candidate || ctx.cfg.rewrite && is_batch {
+    if topology_candidate || rewrite && is_batch {
         let (compression, keyspace) = {
             let st = shared.lock();
             (st.compression, st.keyspace.clone())
@@ -373,7 +445,7 @@ async fn forward_request(
             && body
                 .as_deref()
                 .is_some_and(|b| schema_agreement::is_schema_change(&header, b));
-        if !(ctx.cfg.rewrite && (is_query || is_batch)) {
+        if !(rewrite && (is_query || is_batch)) {
             let pending = as_sent(stream, false, topology, schema_change);
             let up = allocate(shared, pending).await;
             return send_upstream(to_upstream, env.into_frame(), up).await;
@@ -483,7 +555,7 @@ async fn send_prepare(
 
 /// Reads server envelopes and returns each to the client under its own stream id.
 async fn upstream_to_client(
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
     to_client: mpsc::Sender<Out>,
@@ -492,6 +564,8 @@ async fn upstream_to_client(
     let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let client_stopped = shared.client_stopped.cancelled();
+    tokio::pin!(client_stopped);
     loop {
         loop {
             let next = match &mut framed {
@@ -504,6 +578,9 @@ async fn upstream_to_client(
                 Err(e) => return End::BadUpstreamInput(e.to_string()),
             };
             let header = *env.header();
+            if header.opcode == Opcode::READY || header.opcode == Opcode::AUTH_SUCCESS {
+                shared.ready.store(true, Ordering::Release);
+            }
             if header.stream.0 < 0 && !keep_event(&env, ctx, shared) {
                 continue;
             }
@@ -560,8 +637,17 @@ async fn upstream_to_client(
                 return End::WriterGone;
             }
         }
+        let stopping = shared.client_stopped.is_cancelled();
+        if stopping && shared.lock().streams.in_use() == 0 {
+            return End::Closing;
+        }
         reserve_read_room(&mut buf);
-        match rd.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => read,
+            () = &mut client_stopped, if !stopping => continue,
+        };
+        match read {
             Ok(0) => return End::UpstreamClosed,
             Ok(_) => {}
             Err(e) => return End::UpstreamIo(e),
@@ -627,9 +713,14 @@ async fn on_response(
             schema_step(step, up, shared, to_upstream).await
         }
         Pending::Topology { stream, read } => {
-            let mut env = ctx
-                .topology
-                .on_response(env, &read, compression(), max, &ctx.metrics);
+            let mut env = ctx.topology.on_response(
+                env,
+                &read,
+                shared.local,
+                compression(),
+                max,
+                &ctx.metrics,
+            );
             env.set_stream(StreamId(stream));
             Ok(Some(env))
         }
@@ -675,7 +766,7 @@ async fn on_response(
             };
             if let Some(read) = &topology {
                 let (c, m) = (compression(), &ctx.metrics);
-                env = ctx.topology.on_response(env, read, c, max, m);
+                env = ctx.topology.on_response(env, read, shared.local, c, max, m);
             }
             env.set_stream(StreamId(stream));
             Ok(Some(env))

@@ -135,11 +135,6 @@ pub enum AdvertiseError {
     Malformed(String),
     #[error("--advertise-address {0} is a wildcard address: give the address clients reach")]
     Wildcard(IpAddr),
-    #[error(
-        "--listen {0} is a wildcard address: set --advertise-address to the address clients \
-         reach (the pod IP in Kubernetes), which drivers are told is the cluster's only node"
-    )]
-    WildcardListen(String),
 }
 
 /// Parses `ip`, `ip:port` or `[ipv6]:port`; a missing port is `default_port`.
@@ -163,19 +158,15 @@ fn parse_advertise(s: &str, default_port: u16) -> Result<SocketAddr, AdvertiseEr
 }
 
 impl Topology {
-    /// Topology state for `listen` and `advertise` (the flags' values). A wildcard listen
-    /// address needs an explicit advertise address; otherwise the listen address is advertised
-    /// (with the port the listener gets, see [`Topology::bound`]).
+    /// Topology state for `listen` and `advertise` (the flags' values). Without an advertise
+    /// address, the listen address is advertised (with the port the listener gets, see
+    /// [`Topology::bound`]); when that is a wildcard address, each connection advertises the
+    /// address its client connected to (see [`Topology::on_response`]).
     pub fn new(listen: &str, advertise: Option<&str>) -> Result<Topology, AdvertiseError> {
         let listen_addr: Option<SocketAddr> = listen.parse().ok();
         let configured = match advertise {
             Some(a) => Some(parse_advertise(a, listen_addr.map_or(9042, |l| l.port()))?),
-            None => {
-                if listen_addr.is_some_and(|l| l.ip().is_unspecified()) {
-                    return Err(AdvertiseError::WildcardListen(listen.to_owned()));
-                }
-                None
-            }
+            None => None,
         };
         let t = Topology {
             configured,
@@ -199,9 +190,20 @@ impl Topology {
         self.any_prepared.load(Ordering::Relaxed)
     }
 
-    /// What the driver is told, once known.
+    /// What every driver is told, once known: unset when the proxy listens on a wildcard
+    /// address without `--advertise-address`.
     pub fn advertised(&self) -> Option<&Advertised> {
         self.advertised.get()
+    }
+
+    /// What the driver on a connection whose local end (the address the client connected
+    /// to) is `local` is told.
+    pub fn advertised_to(&self, local: Option<SocketAddr>) -> Option<Advertised> {
+        self.advertised().copied().or_else(|| {
+            local
+                .filter(|l| !l.ip().is_unspecified())
+                .map(Advertised::new)
+        })
     }
 
     /// Whether the request `header`/`body` (already decompressed) reads the topology.
@@ -231,11 +233,14 @@ impl Topology {
         prepared.get(id).cloned().map(Read::Execute)
     }
 
-    /// The answer to a topology read, as the client gets it.
+    /// The answer to a topology read, as the client gets it. `local` is the address the
+    /// client connected to (advertised when no address is configured and the proxy listens on
+    /// a wildcard address).
     pub fn on_response(
         &self,
         env: Envelope,
         read: &Read,
+        local: Option<SocketAddr>,
         compression: Option<Compression>,
         max: usize,
         metrics: &Metrics,
@@ -251,14 +256,14 @@ impl Topology {
             Read::Query(table) => (*table, None),
             Read::Execute(p) => (p.table, Some(&p.columns[..])),
         };
-        let advertised = self.advertised();
+        let advertised = self.advertised_to(local);
         let rebuilt = rebuild(&env, compression, max, |header, message, out| {
             match table {
                 SystemTable::Peers | SystemTable::PeersV2 => {
                     drop_rows(message, header.version, out).ok()?;
                 }
                 SystemTable::Local => {
-                    let adv = advertised?;
+                    let adv = advertised.as_ref()?;
                     rewrite_local(message, header.version, columns, adv, out)?;
                 }
             }

@@ -6,8 +6,7 @@ use autoprep_protocol::segment::SegmentEncoder;
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// What a writer is asked to do.
@@ -24,15 +23,15 @@ const BATCH_BYTES: usize = 256 * 1024;
 
 /// Writes until the channel closes (every sender dropped) or the socket fails, then shuts the
 /// socket's write side down. Returns the number of bytes written.
-pub async fn run(rx: mpsc::Receiver<Out>, sock: OwnedWriteHalf) -> std::io::Result<u64> {
+pub async fn run<W: AsyncWrite + Unpin>(rx: mpsc::Receiver<Out>, sock: W) -> std::io::Result<u64> {
     run_counted(rx, sock, None).await
 }
 
 /// Like [`run`], also adding every write's size to `sent` as it happens (the metrics' bytes
 /// out).
-pub async fn run_counted(
+pub async fn run_counted<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<Out>,
-    mut sock: OwnedWriteHalf,
+    mut sock: W,
     sent: Option<Arc<AtomicU64>>,
 ) -> std::io::Result<u64> {
     let mut framing: Option<SegmentEncoder> = None;
@@ -64,6 +63,8 @@ pub async fn run_counted(
             enc.finish(&mut out);
         }
         sock.write_all(&out).await?;
+        // TLS keeps what the socket did not take yet; plain TCP returns at once.
+        sock.flush().await?;
         written += out.len() as u64;
         if let Some(sent) = &sent {
             sent.fetch_add(out.len() as u64, Ordering::Relaxed);

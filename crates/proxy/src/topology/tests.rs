@@ -205,6 +205,7 @@ fn system_local_shows_the_advertised_node() {
         let out = t.on_response(
             env,
             &Read::Query(SystemTable::Local),
+            None,
             compression,
             MAX,
             &metrics,
@@ -254,6 +255,7 @@ fn system_local_with_a_column_list_and_an_ipv6_advertise_address() {
         env,
         &Read::Query(SystemTable::Local),
         None,
+        None,
         MAX,
         &Metrics::default(),
     );
@@ -282,6 +284,7 @@ fn answers_with_nothing_to_rewrite_are_forwarded_as_they_came() {
         env.clone(),
         &Read::Query(SystemTable::Local),
         None,
+        None,
         MAX,
         &metrics,
     );
@@ -295,6 +298,7 @@ fn answers_with_nothing_to_rewrite_are_forwarded_as_they_came() {
     let out = t.on_response(
         env.clone(),
         &Read::Query(SystemTable::PeersV2),
+        None,
         None,
         MAX,
         &metrics,
@@ -332,6 +336,7 @@ fn peers_have_no_rows_and_keep_their_metadata_and_paging_state() {
             let out = t.on_response(
                 env,
                 &Read::Query(table),
+                None,
                 compression,
                 MAX,
                 &Metrics::default(),
@@ -378,7 +383,7 @@ fn prepared_topology_reads_are_recognised_when_executed() {
     write_string(&mut ans, "tokens").unwrap();
     ans.put_slice(SET_OF_VARCHAR);
     let env = response(ProtocolVersion::V4, None, 0, Opcode::RESULT, &ans);
-    let out = t.on_response(env.clone(), &read, None, MAX, &Metrics::default());
+    let out = t.on_response(env.clone(), &read, None, None, MAX, &Metrics::default());
     assert_eq!(
         out.as_bytes(),
         env.as_bytes(),
@@ -408,7 +413,7 @@ fn prepared_topology_reads_are_recognised_when_executed() {
         &[vec![Some(vec![127, 0, 0, 2]), Some(set_of(&["1", "2"]))]],
     );
     let env = response(ProtocolVersion::V4, None, 0, Opcode::RESULT, &msg);
-    let out = t.on_response(env, &read, None, MAX, &Metrics::default());
+    let out = t.on_response(env, &read, None, None, MAX, &Metrics::default());
     let (_, rows) = rows_of(out.body());
     assert_eq!(
         rows,
@@ -520,16 +525,13 @@ fn advertise_address_rules() {
         t.advertised().unwrap().addr,
         "127.0.0.1:40000".parse().unwrap()
     );
-    // A wildcard listen address needs an advertise address.
-    for l in ["0.0.0.0:9042", "[::]:9042"] {
-        assert!(
-            matches!(
-                Topology::new(l, None),
-                Err(AdvertiseError::WildcardListen(_))
-            ),
-            "{l}"
-        );
-    }
+    // A wildcard listen address: each connection advertises the address its client reached.
+    let t = Topology::new("0.0.0.0:9042", None).unwrap();
+    t.bound("0.0.0.0:9042".parse().unwrap());
+    assert_eq!(t.advertised(), None);
+    let local = "10.9.8.7:9042".parse().unwrap();
+    assert_eq!(t.advertised_to(Some(local)), Some(Advertised::new(local)));
+    assert_eq!(t.advertised_to(None), None);
     let t = Topology::new("0.0.0.0:9042", Some("10.0.0.5")).unwrap();
     t.bound("0.0.0.0:9042".parse().unwrap());
     assert_eq!(

@@ -1,0 +1,317 @@
+//! The process's lifecycle: which client connections are admitted, and the drain that SIGTERM
+//! or SIGINT starts.
+//!
+//! Phases, in order ([`Phase`]):
+//! - **Serving**: the listener accepts up to `max_client_connections` connections.
+//! - **Draining** (the first signal): the listener stops accepting (new connections are
+//!   refused by the kernel), `/ready` answers 503, and open connections keep being served —
+//!   in a sidecar the application is shutting down too and may still need the database. The
+//!   process exits as soon as the last client connection closes.
+//! - **Closing** (`drain_grace_seconds` later): each session stops reading requests, lets the
+//!   responses to requests it already forwarded reach the client (at most [`CLOSE_WAIT`]),
+//!   then closes. The process exits when the last one has, and at most [`EXIT_WAIT`] after
+//!   the deadline in any case.
+//!
+//! A second signal at any point exits at once ([`Outcome::Forced`]).
+//!
+//! Design justification: the phase is a `tokio::sync::watch` value, so that the listener, the
+//! drain and the admin server observe one source of truth without polling; the sessions, which
+//! check on every read, wait on child tokens of a `CancellationToken` instead (each with its
+//! own waiter, where a watch channel would have every session's reads share one). Open
+//! connections are permits of a semaphore, so that the limit and "every connection has
+//! closed" are the same count and cannot drift apart.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// How long a session, once closing, waits for the responses to requests already forwarded.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// How long after the grace period the process waits for the last sessions to close before it
+/// exits anyway (a session also flushes what it queued toward the client).
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the process is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Serving,
+    Draining,
+    Closing,
+}
+
+/// How the drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every client connection closed (by its client, or by the proxy after the grace period).
+    Drained,
+    /// The grace period and [`EXIT_WAIT`] passed with connections still open.
+    TimedOut { open: usize },
+    /// A second signal.
+    Forced,
+}
+
+/// The admission and drain state every session shares (in [`crate::context::Context`]).
+#[derive(Debug)]
+pub struct Lifecycle {
+    phase: watch::Sender<Phase>,
+    /// Cancelled with `phase` reaching Closing. Each session waits on a child token of its own,
+    /// so that sessions do not contend on one waiter list.
+    closing: CancellationToken,
+    /// One permit per client connection allowed.
+    slots: Arc<Semaphore>,
+    max: u32,
+}
+
+/// Held by a session for as long as its client connection is open.
+#[derive(Debug)]
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Lifecycle {
+    /// Serving, admitting at most `max_connections` (at least 1) client connections at once.
+    pub fn new(max_connections: usize) -> Lifecycle {
+        let max = u32::try_from(max_connections.max(1)).unwrap_or(u32::MAX);
+        Lifecycle {
+            phase: watch::Sender::new(Phase::Serving),
+            closing: CancellationToken::new(),
+            slots: Arc::new(Semaphore::new(max as usize)),
+            max,
+        }
+    }
+
+    /// Admits one more client connection, unless the limit is reached.
+    pub fn admit(&self) -> Option<Admitted> {
+        self.slots
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(|p| Admitted { _permit: p })
+    }
+
+    /// Client connections open now.
+    pub fn open(&self) -> usize {
+        self.max as usize - self.slots.available_permits()
+    }
+
+    /// The connection limit.
+    pub fn limit(&self) -> usize {
+        self.max as usize
+    }
+
+    /// The phase now.
+    pub fn phase(&self) -> Phase {
+        *self.phase.borrow()
+    }
+
+    /// Draining or closing: `/ready` says 503.
+    pub fn is_draining(&self) -> bool {
+        self.phase() >= Phase::Draining
+    }
+
+    /// The grace period is over: sessions stop reading requests.
+    pub fn is_closing(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    /// A token of one session's own, cancelled when the grace period ends.
+    pub fn session_token(&self) -> CancellationToken {
+        self.closing.child_token()
+    }
+
+    /// Starts the drain (idempotent).
+    pub fn start_drain(&self) {
+        self.advance(Phase::Draining);
+    }
+
+    /// Ends the grace period: every session closes (idempotent).
+    pub fn close(&self) {
+        self.advance(Phase::Closing);
+        self.closing.cancel();
+    }
+
+    fn advance(&self, to: Phase) {
+        self.phase.send_if_modified(|p| {
+            let later = to > *p;
+            if later {
+                *p = to;
+            }
+            later
+        });
+    }
+
+    /// Completes once the phase is `phase` or later.
+    pub async fn reached(&self, phase: Phase) {
+        let mut rx = self.phase.subscribe();
+        // The sender lives in `self`, which outlives this borrow: no error to handle.
+        let _ = rx.wait_for(|p| *p >= phase).await;
+    }
+
+    /// Completes when no client connection is open. Only meaningful once the listener has
+    /// stopped admitting.
+    pub async fn all_closed(&self) {
+        // All permits back means no session holds one; they are returned at once.
+        let _ = self.slots.acquire_many(self.max).await;
+    }
+}
+
+/// Runs the drain, from the first signal to the moment the process may exit: stops the
+/// listener (through the phase), waits for every client connection to close, closes those
+/// still open after `grace`, and gives up [`EXIT_WAIT`] later. `second_signal` completing at
+/// any point ends it at once.
+pub async fn drain(
+    lifecycle: &Lifecycle,
+    grace: Duration,
+    second_signal: impl Future<Output = ()>,
+) -> Outcome {
+    tokio::pin!(second_signal);
+    lifecycle.start_drain();
+    info!(
+        open = lifecycle.open(),
+        grace_seconds = grace.as_secs(),
+        "draining: no new connections; open ones are served until they close or the grace period ends"
+    );
+    tokio::select! {
+        () = lifecycle.all_closed() => {
+            info!("every client connection has closed");
+            return Outcome::Drained;
+        }
+        () = tokio::time::sleep(grace) => {}
+        () = &mut second_signal => return Outcome::Forced,
+    }
+    lifecycle.close();
+    info!(
+        open = lifecycle.open(),
+        "grace period over: closing the remaining client connections once their in-flight requests are answered"
+    );
+    tokio::select! {
+        () = lifecycle.all_closed() => {
+            info!("every client connection has closed");
+            Outcome::Drained
+        }
+        () = tokio::time::sleep(EXIT_WAIT) => {
+            let open = lifecycle.open();
+            warn!(open, "client connections still open; exiting anyway");
+            Outcome::TimedOut { open }
+        }
+        () = &mut second_signal => Outcome::Forced,
+    }
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), as one stream of "stop" requests.
+pub struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (from then on the signals no longer kill the process). Call
+    /// inside a tokio runtime.
+    pub fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// Completes at the next SIGTERM or SIGINT.
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admits_up_to_the_limit() {
+        let l = Lifecycle::new(2);
+        let a = l.admit().unwrap();
+        let b = l.admit().unwrap();
+        assert!(l.admit().is_none());
+        assert_eq!(l.open(), 2);
+        drop(a);
+        assert_eq!(l.open(), 1);
+        assert!(l.admit().is_some());
+        drop(b);
+        assert_eq!(l.open(), 0);
+    }
+
+    #[test]
+    fn phases_only_advance() {
+        let l = Lifecycle::new(1);
+        assert_eq!(l.phase(), Phase::Serving);
+        assert!(!l.is_draining());
+        l.start_drain();
+        assert!(l.is_draining() && !l.is_closing());
+        l.close();
+        l.start_drain();
+        assert_eq!(l.phase(), Phase::Closing);
+        assert!(l.is_closing());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drained_when_the_last_connection_closes() {
+        let l = Arc::new(Lifecycle::new(4));
+        let conn = l.admit().unwrap();
+        let l2 = l.clone();
+        let drain = tokio::spawn(async move {
+            drain(&l2, Duration::from_secs(3600), std::future::pending()).await
+        });
+        l.reached(Phase::Draining).await;
+        drop(conn);
+        assert_eq!(drain.await.unwrap(), Outcome::Drained);
+        assert_eq!(l.phase(), Phase::Draining, "never reached the deadline");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closes_after_the_grace_period() {
+        let l = Arc::new(Lifecycle::new(4));
+        let conn = l.admit().unwrap();
+        let l2 = l.clone();
+        let drain = tokio::spawn(async move {
+            drain(&l2, Duration::from_secs(30), std::future::pending()).await
+        });
+        // A session that closes when told to.
+        l.reached(Phase::Closing).await;
+        drop(conn);
+        assert_eq!(drain.await.unwrap(), Outcome::Drained);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_on_a_connection_that_never_closes() {
+        let l = Lifecycle::new(4);
+        let _stuck = l.admit().unwrap();
+        let out = drain(&l, Duration::from_secs(30), std::future::pending()).await;
+        assert_eq!(out, Outcome::TimedOut { open: 1 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_signal_forces_the_exit() {
+        let l = Lifecycle::new(4);
+        let _open = l.admit().unwrap();
+        let out = drain(&l, Duration::from_secs(3600), async {}).await;
+        assert_eq!(out, Outcome::Forced);
+    }
+}
