@@ -12,6 +12,8 @@ Environment:
                           the shared node, where server counters are only lower bounds, and the
                           fault tests are skipped); otherwise `listen address` of it [127.0.0.23]
   AUTOPREP_TEST_OWN_NODE_KEEP  1: reuse a running own node and leave it running (development)
+  AUTOPREP_TEST_TWO_NODES "a,b" listen addresses of test_topology.py's private two-node cluster
+                          [127.0.0.32,127.0.0.33], or 0 to skip that test
 """
 
 import contextlib

@@ -9,6 +9,8 @@
 # The auto-prepare acceptance tests (test_corpus.py, test_faults.py) also start a second,
 # single-node cluster of their own on 127.0.0.23 (exact server counters, restarts, a 1 MiB
 # prepared cache) and kill it at the end; AUTOPREP_TEST_OWN_NODE=0 does without it.
+# The topology test (test_topology.py) starts a private two-node cluster on 127.0.0.32 and
+# 127.0.0.33 (JMX 7432/7433) and kills it at the end; AUTOPREP_TEST_TWO_NODES=0 skips it.
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -21,6 +21,13 @@ pub struct TableRef<'a> {
     pub table: Cow<'a, str>,
 }
 
+/// False when `query` surely is not a SELECT: it starts (after ASCII whitespace) with a word
+/// other than `SELECT`, or with nothing. A cheap test that settles most statements without
+/// the lexer; true for a SELECT and for text that starts with a comment.
+pub fn may_be_select(query: &[u8]) -> bool {
+    !surely_not_select(query)
+}
+
 /// True when `query` starts (after ASCII whitespace) with anything but a word other than
 /// `SELECT`: a cheap test that settles most statements without the lexer.
 fn surely_not_select(query: &[u8]) -> bool {

@@ -712,3 +712,20 @@ fn first_token_keeps_one_element() {
     assert_eq!(first_token(&set_of(&[])), set_of(&[]));
     assert_eq!(first_token(&[0, 0, 0, 2, 0, 0]), vec![0, 0, 0, 2, 0, 0]);
 }
+
+#[test]
+fn the_byte_prefilter_finds_every_casing() {
+    for q in [
+        "system.local",
+        "SYSTEM.LOCAL",
+        "x.LoCaL",
+        "Peers",
+        "peers_v2",
+        "pEERs",
+    ] {
+        assert!(mentions_local_or_peers(q.as_bytes()), "{q}");
+    }
+    for q in ["", "loca", "SELECT * FROM ks.t", "peer", "lo cal"] {
+        assert!(!mentions_local_or_peers(q.as_bytes()), "{q}");
+    }
+}
