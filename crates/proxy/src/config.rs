@@ -108,6 +108,9 @@ pub struct Config {
     /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
     /// anyone on the path can read and change the traffic). Logged as a warning at start.
     pub upstream_tls_insecure_skip_verify: bool,
+    /// Threads that run client connections: 0 means one per CPU core; 1 runs everything on a
+    /// single thread.
+    pub worker_threads: usize,
 }
 
 impl Default for Config {
@@ -139,6 +142,7 @@ impl Default for Config {
             upstream_tls_key: None,
             upstream_tls_server_name: None,
             upstream_tls_insecure_skip_verify: false,
+            worker_threads: 0,
         }
     }
 }
@@ -225,6 +229,7 @@ impl Config {
             "max_client_connections",
             within(self.max_client_connections, 1, MAX_CLIENT_CONNECTIONS),
         );
+        check("worker_threads", within(self.worker_threads, 0, 1024));
         out
     }
 }

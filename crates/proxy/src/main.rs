@@ -43,6 +43,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// One thread: a current-thread runtime (every wake-up stays on the thread); otherwise the
+/// work-stealing runtime with `threads` workers (0: one per core).
+fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads == 1 {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+    }
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if threads > 1 {
+        b.worker_threads(threads);
+    }
+    b.enable_all().build()
+}
+
 fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
     let cfg = loaded.config;
     // The filter was checked with the rest of the configuration.
@@ -53,10 +68,7 @@ fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("start the runtime")?;
+    let rt = runtime(cfg.worker_threads).context("start the runtime")?;
     let outcome = rt.block_on(async move {
         // First, so that a signal during start-up already drains rather than kills.
         let mut signals = Signals::install().context("install signal handlers")?;

@@ -314,6 +314,19 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "worker_threads",
+        flag: "worker-threads",
+        env: "AUTOPREP_WORKER_THREADS",
+        value_name: "N",
+        kind: Kind::One,
+        hidden: false,
+        help: "Threads that serve client connections (0: one per CPU core; 1: a single thread, the least CPU per request)",
+        set: |c, v| {
+            c.worker_threads = v.number()?;
+            Ok(())
+        },
+    },
+    Spec {
         key: "max_frame_bytes",
         flag: "max-frame-bytes",
         env: "AUTOPREP_MAX_FRAME_BYTES",
