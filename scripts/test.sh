@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs (Cassandra from Maven
-# Central, a Python venv from PyPI), starts a local Cassandra unless AUTOPREP_TEST_UPSTREAM
-# names one, then runs format and lint checks, the Rust tests and the driver tests.
+# Central, a Python venv from PyPI, helm and kubeconform from the Go module proxy), starts a local
+# Cassandra unless AUTOPREP_TEST_UPSTREAM names one, then runs format and lint checks, the Rust
+# tests and the driver tests, and checks the deployment artifacts beside them.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
@@ -19,12 +20,32 @@ if [[ -z "${AUTOPREP_TEST_UPSTREAM:-}" ]]; then
     bash scripts/cassandra.sh start
 fi
 
+# The deployment artifacts (scripts/deploy-check.sh: hadolint, helm, kubeconform, jmx_exporter)
+# need no Rust build: they run beside the Rust tests, in a process group of their own so that an
+# early exit stops them, and their output is printed in one piece afterwards.
+step "deployment artifacts: started in the background (output after the Rust tests)"
+mkdir -p .cache
+deploy_log="$REPO_DIR/.cache/deploy-check.log"
+setsid bash scripts/deploy-check.sh >"$deploy_log" 2>&1 &
+deploy_pid=$!
+trap 'kill -- -"$deploy_pid" 2>/dev/null || true' EXIT
+
 step "Rust tests (unit, property, golden, integration against the real server)"
 cargo test --workspace
 
 if [[ -x tests/python/run.sh || -f tests/python/run.sh ]]; then
     step "Python driver and cqlsh tests through autoprep"
     bash tests/python/run.sh
+fi
+
+step "deployment artifacts (scripts/deploy-check.sh)"
+deploy_status=0
+wait "$deploy_pid" || deploy_status=$?
+trap - EXIT
+sed 's/^/    /' "$deploy_log"
+if ((deploy_status != 0)); then
+    echo "scripts/deploy-check.sh failed (exit $deploy_status)" >&2
+    exit "$deploy_status"
 fi
 
 step "all tests passed in $((SECONDS - start)) s"
