@@ -284,7 +284,7 @@ else
     port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     java -jar "$JAR" "127.0.0.1:$port" "$cfg" >"$app/jmx.log" 2>&1 &
     jmx_pid=$!
-    trap 'kill "$jmx_pid" 2>/dev/null; rm -rf "$app"' EXIT
+    trap 'kill "$jmx_pid" 2>/dev/null || true; rm -rf "$app"' EXIT
     scraped=""
     for _ in $(seq 1 60); do
         if scraped="$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The image without Docker: builds autoprep with deploy/Dockerfile's own cargo command (static,
 # musl) and runs it the way the image runs it — alone in an otherwise empty root directory, as
-# UID/GID 65532, with nothing in its environment but AUTOPREP_* — against the local Cassandra:
-# it must be a static executable, resolve `localhost` through /etc/hosts (which a container
-# runtime provides), answer /live and /ready, and carry CQL, rewriting a literal INSERT.
+# UID/GID 65532, with nothing in its environment but the image's variables — against the local
+# Cassandra: it must be a static executable, resolve `localhost` through /etc/hosts (which a
+# container runtime provides), answer /live and /ready, and carry CQL, rewriting a literal INSERT.
 #
 # Needs root (chroot) and a Cassandra on 127.0.0.1:9042 (scripts/cassandra.sh start). Not part
 # of scripts/test.sh: the release build takes minutes on two cores. Run it after changing the
@@ -21,18 +21,57 @@ echo "--> toolchain: the musl target and musl-gcc, as in the Dockerfile's builde
 rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGET"
 command -v musl-gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends musl-tools; }
 
-echo "--> cargo build --release --locked -p autoprep --target $TARGET"
-t0=$SECONDS
-cargo build --release --locked -p autoprep --target "$TARGET"
-echo "    built in $((SECONDS - t0)) s"
-
 root="$(mktemp -d)"
+context="$(mktemp -d)"
 pid=""
 cleanup() {
     [[ -n "$pid" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$root"
+    rm -rf "$root" "$context"
 }
 trap cleanup EXIT
+
+# The build context the Dockerfile sees: the work tree less what .dockerignore names (its
+# patterns here are paths and **/ prefixes; anything else is refused rather than guessed).
+python3 - "$REPO_DIR" "$context" <<'PY'
+import fnmatch, os, shutil, sys
+src, dst = sys.argv[1:]
+patterns = []
+for line in open(os.path.join(src, ".dockerignore")):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    if line.startswith("!") or "[" in line:
+        sys.exit(f".dockerignore: {line!r} is beyond what this script emulates")
+    patterns.append(line)
+
+def ignored(rel):
+    for p in patterns:
+        if p.startswith("**/"):
+            if fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], p[3:]) or fnmatch.fnmatchcase(rel, p[3:]):
+                return True
+        elif fnmatch.fnmatchcase(rel, p):
+            return True
+    return False
+
+for dirpath, dirnames, filenames in os.walk(src):
+    rel_dir = os.path.relpath(dirpath, src)
+    rel_dir = "" if rel_dir == "." else rel_dir + "/"
+    dirnames[:] = [d for d in dirnames if not ignored(rel_dir + d)]
+    for f in filenames:
+        if not ignored(rel_dir + f):
+            os.makedirs(os.path.join(dst, rel_dir), exist_ok=True)
+            # New modification times: cargo sees the context's sources as changed and compiles the
+            # workspace's crates from them.
+            shutil.copy(os.path.join(dirpath, f), os.path.join(dst, rel_dir, f))
+PY
+echo "--> build context: $(find "$context" -type f | wc -l) files, $(du -sh "$context" | cut -f1) (the work tree less .dockerignore)"
+
+# In that context, as the Dockerfile's RUN does. The target directory is the repository's (the
+# Dockerfile's is a cache mount), so only the workspace's own crates compile again.
+echo "--> cargo build --release --locked -p autoprep --target $TARGET"
+t0=$SECONDS
+(cd "$context" && CARGO_TARGET_DIR="$REPO_DIR/target" cargo build --release --locked -p autoprep --target "$TARGET")
+echo "    built in $((SECONDS - t0)) s"
 install -D -s -m 0755 "target/$TARGET/release/autoprep" "$root/usr/local/bin/autoprep"
 if readelf -l "$root/usr/local/bin/autoprep" | grep -q 'program interpreter'; then
     die "the binary asks for a dynamic loader: not static"
@@ -43,7 +82,8 @@ fi
 echo "    static executable, $(stat -c %s "$root/usr/local/bin/autoprep") bytes stripped"
 mkdir -p "$root/etc"
 printf '127.0.0.1\tlocalhost\n' >"$root/etc/hosts"
-chmod -R a-w "$root"
+# Readable and searchable by the unprivileged user (mktemp made it 0700), writable by nobody.
+chmod -R a+rX,a-w "$root"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 cql_port="$(free_port)"
@@ -51,9 +91,10 @@ admin_port="$(free_port)"
 echo "--> running as 65532:65532 in an empty root (listen 127.0.0.1:$cql_port, admin :$admin_port)"
 # The image's defaults bind 0.0.0.0:9042 and :9100 in the container's own network namespace;
 # here the host's is shared, so loopback ports that are free.
-env -i AUTOPREP_LISTEN="127.0.0.1:$cql_port" AUTOPREP_ADMIN="127.0.0.1:$admin_port" \
+chroot_bin="$(command -v chroot)"
+env -i NO_COLOR=1 AUTOPREP_LISTEN="127.0.0.1:$cql_port" AUTOPREP_ADMIN="127.0.0.1:$admin_port" \
     AUTOPREP_UPSTREAM="localhost:$UPSTREAM_PORT" \
-    chroot --userspec=65532:65532 "$root" /usr/local/bin/autoprep &
+    "$chroot_bin" --userspec=65532:65532 "$root" /usr/local/bin/autoprep &
 pid=$!
 
 python3 - "$cql_port" "$admin_port" "$pid" <<'EOF'
