@@ -28,7 +28,7 @@ mkdir -p .cache
 deploy_log="$REPO_DIR/.cache/deploy-check.log"
 setsid bash scripts/deploy-check.sh >"$deploy_log" 2>&1 &
 deploy_pid=$!
-trap 'kill -- -"$deploy_pid" 2>/dev/null || true' EXIT
+trap 'kill -- -"$deploy_pid" 2>/dev/null && echo "scripts/deploy-check.sh stopped; its output so far: $deploy_log"' EXIT
 
 step "Rust tests (unit, property, golden, integration against the real server)"
 cargo test --workspace
