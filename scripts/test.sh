@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs (Cassandra from Maven
 # Central, a Python venv from PyPI, the driver programs' crates, Go modules, Maven artifacts and
-# npm packages), starts a local Cassandra unless AUTOPREP_TEST_UPSTREAM names one, then runs
-# format and lint checks, the Rust tests, the Python driver and cqlsh tests and the driver
-# matrix (tests/drivers/run.sh).
+# npm packages, helm and kubeconform from the Go module proxy), starts a local Cassandra unless
+# AUTOPREP_TEST_UPSTREAM names one, then runs format and lint checks, the Rust tests, the Python
+# driver and cqlsh tests and the driver matrix (tests/drivers/run.sh), and checks the deployment
+# artifacts beside them. The ScyllaDB container test runs only where a Docker engine answers.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
@@ -21,6 +22,16 @@ if [[ -z "${AUTOPREP_TEST_UPSTREAM:-}" ]]; then
     bash scripts/cassandra.sh start
 fi
 
+# The deployment artifacts (scripts/deploy-check.sh: hadolint, helm, kubeconform, jmx_exporter)
+# need no Rust build: they run beside the Rust tests, in a process group of their own so that an
+# early exit stops them, and their output is printed in one piece afterwards.
+step "deployment artifacts: started in the background (output after the Rust tests)"
+mkdir -p .cache
+deploy_log="$REPO_DIR/.cache/deploy-check.log"
+setsid bash scripts/deploy-check.sh >"$deploy_log" 2>&1 &
+deploy_pid=$!
+trap 'kill -- -"$deploy_pid" 2>/dev/null && echo "scripts/deploy-check.sh stopped; its output so far: $deploy_log"' EXIT
+
 step "Rust tests (unit, property, golden, integration against the real server)"
 cargo test --workspace
 
@@ -31,5 +42,26 @@ fi
 
 step "driver matrix through autoprep (tests/drivers: Rust scylla crate, gocql, Java driver 4, Node.js)"
 bash tests/drivers/run.sh
+
+# testcontainers is heavy to build: only where an engine answers (the CLI alone is not enough).
+step "ScyllaDB in a container (testcontainers)"
+docker_sock="${DOCKER_HOST:-unix:///var/run/docker.sock}"
+docker_sock="${docker_sock#unix://}"
+if [[ "${AUTOPREP_SKIP_CONTAINERS:-0}" != 1 && -S "$docker_sock" ]] &&
+    curl -fsS --max-time 5 --unix-socket "$docker_sock" http://localhost/_ping >/dev/null 2>&1; then
+    cargo test -p autoprep-tests --features containers --test scylla_container
+else
+    echo "scylla_container: SKIPPED: no Docker engine answers at $docker_sock (or AUTOPREP_SKIP_CONTAINERS=1)"
+fi
+
+step "deployment artifacts (scripts/deploy-check.sh)"
+deploy_status=0
+wait "$deploy_pid" || deploy_status=$?
+trap - EXIT
+sed 's/^/    /' "$deploy_log"
+if ((deploy_status != 0)); then
+    echo "scripts/deploy-check.sh failed (exit $deploy_status)" >&2
+    exit "$deploy_status"
+fi
 
 step "all tests passed in $((SECONDS - start)) s"
