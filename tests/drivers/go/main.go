@@ -10,8 +10,9 @@
 //	AUTOPREP_DRIVER_UPSTREAM  the server itself, host:port; unset or empty: no direct control
 //	AUTOPREP_DRIVER_LOG_DIR   where the two transcripts are written (go-proxied.txt,
 //	                          go-direct.txt); unset: not written
-//	AUTOPREP_DRIVER_DEFAULT_TOPOLOGY=1  no host allow-list; for when autoprep rewrites
-//	                          system.local / system.peers
+//
+// gocql runs with its default host selection and no host filter: autoprep's topology rewriting
+// alone must keep it on autoprep, which the connection check proves.
 //
 // Exits 0 when everything matched, 1 on any mismatch, 2 when it could not run at all.
 package main
@@ -34,16 +35,14 @@ const name = "go (gocql)"
 
 type config struct {
 	target, admin, upstream, logDir string
-	defaultTopology                 bool
 }
 
 func main() {
 	cfg := config{
-		target:          os.Getenv("AUTOPREP_DRIVER_TARGET"),
-		admin:           os.Getenv("AUTOPREP_DRIVER_ADMIN"),
-		upstream:        os.Getenv("AUTOPREP_DRIVER_UPSTREAM"),
-		logDir:          os.Getenv("AUTOPREP_DRIVER_LOG_DIR"),
-		defaultTopology: os.Getenv("AUTOPREP_DRIVER_DEFAULT_TOPOLOGY") == "1",
+		target:   os.Getenv("AUTOPREP_DRIVER_TARGET"),
+		admin:    os.Getenv("AUTOPREP_DRIVER_ADMIN"),
+		upstream: os.Getenv("AUTOPREP_DRIVER_UPSTREAM"),
+		logDir:   os.Getenv("AUTOPREP_DRIVER_LOG_DIR"),
 	}
 	if cfg.target == "" || cfg.admin == "" {
 		fmt.Fprintf(os.Stderr, "%s: AUTOPREP_DRIVER_TARGET and AUTOPREP_DRIVER_ADMIN must be set\n", name)
@@ -75,7 +74,7 @@ func run(cfg config) (bool, error) {
 		return false, err
 	}
 	proxied, session := runWorkload(func(ks string) (*gocql.Session, error) {
-		return connect(cfg.target, ks, !cfg.defaultTopology)
+		return connect(cfg.target, ks)
 	})
 	var connections string
 	var connErr error
@@ -117,7 +116,7 @@ func run(cfg config) (bool, error) {
 		fmt.Printf("%s directly: skipped (AUTOPREP_DRIVER_UPSTREAM is not set)\n", name)
 	} else {
 		direct, session := runWorkload(func(ks string) (*gocql.Session, error) {
-			return connect(cfg.upstream, ks, false)
+			return connect(cfg.upstream, ks)
 		})
 		if session != nil {
 			session.Close()
@@ -146,12 +145,9 @@ func run(cfg config) (bool, error) {
 	return len(problems) == 0, nil
 }
 
-// connect opens a gocql session to addr (host:port), in keyspace ks when not empty.
-func connect(addr, ks string, allowList bool) (*gocql.Session, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
+// connect opens a gocql session to addr (host:port), in keyspace ks when not empty, with
+// gocql's default host selection policy and no host filter.
+func connect(addr, ks string) (*gocql.Session, error) {
 	// The contact point's port stays the port of the node gocql reaches first; nodes it learns
 	// of later (system.peers) would be dialled at ClusterConfig.Port.
 	cluster := gocql.NewCluster(addr)
@@ -160,12 +156,6 @@ func connect(addr, ks string, allowList bool) (*gocql.Session, error) {
 	cluster.Consistency = gocql.One
 	cluster.Timeout = 30 * time.Second
 	cluster.ConnectTimeout = 10 * time.Second
-	if allowList {
-		// TOPOLOGY ALLOW-LIST (until autoprep rewrites system.local/system.peers, issue 8): gocql
-		// keeps only nodes at autoprep's address. On one node at 127.0.0.1 it changes nothing;
-		// on several nodes it keeps gocql off the peers. AUTOPREP_DRIVER_DEFAULT_TOPOLOGY=1 drops it.
-		cluster.HostFilter = gocql.WhiteListHostFilter(host)
-	}
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)

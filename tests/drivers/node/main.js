@@ -18,8 +18,11 @@ const APP_PROXIED = 'autoprep-drivers-node';
 const APP_DIRECT = 'autoprep-drivers-node-direct';
 const LOCAL_DC = 'datacenter1';
 
-/** A client with generous timeouts (the CI machine is small and busy). */
-function open(contact, applicationName, viaProxy) {
+/**
+ * A client with generous timeouts (the CI machine is small and busy) and the driver's default
+ * load-balancing policy: through autoprep, topology rewriting alone keeps it on the proxy.
+ */
+function open(contact, applicationName) {
   const options = {
     contactPoints: [contact],
     localDataCenter: LOCAL_DC,
@@ -27,11 +30,6 @@ function open(contact, applicationName, viaProxy) {
     socketOptions: { connectTimeout: 15000, readTimeout: 60000 },
     protocolOptions: { maxSchemaAgreementWaitSeconds: 30 },
   };
-  if (viaProxy) {
-    // TEMPORARY (issue 8, "Topology"): until autoprep rewrites system.local / system.peers,
-    // ignore every host but autoprep itself. Remove once topology rewriting lands.
-    options.policies = { loadBalancing: topology.onlyProxy(contact, LOCAL_DC) };
-  }
   const client = new cassandra.Client(options);
   client.on('log', (level, className, message) => {
     if (level === 'warning' || level === 'error') {
@@ -125,8 +123,8 @@ async function main() {
   const rewrittenBefore = admin
     ? await metricSum(admin, 'autoprep_queries_total', 'outcome="rewritten"') : 0;
 
-  const proxied = open(target, APP_PROXIED, true);
-  const direct = open(node, APP_DIRECT, false);
+  const proxied = open(target, APP_PROXIED);
+  const direct = open(node, APP_DIRECT);
   try {
     await proxied.connect();
     await direct.connect();

@@ -1,22 +1,9 @@
 'use strict';
 /**
- * Keeping the driver on autoprep, and checking from both ends that it stayed there.
+ * Checking from both ends that the driver, with its default load-balancing policy, stayed on
+ * autoprep (topology rewriting is what keeps it there).
  */
 const fs = require('node:fs');
-const { policies } = require('cassandra-driver');
-
-/**
- * A load-balancing policy that ignores every host but autoprep itself, so the driver opens no
- * pool to the addresses it reads from system.local / system.peers.
- *
- * TEMPORARY (issue 8, "Topology"): drop this once autoprep rewrites the topology answers so that
- * the driver sees the proxy as the whole cluster; the driver should then stay on autoprep with
- * its default policy.
- */
-function onlyProxy(proxy, localDc) {
-  return new policies.loadBalancing.AllowListPolicy(
-    new policies.loadBalancing.DCAwareRoundRobinPolicy(localDc), [proxy]);
-}
 
 /** The driver's own view: every host it keeps connections to is autoprep. */
 function driverView(client, proxy, checks) {
@@ -121,4 +108,4 @@ function procAddress(hex) {
   return `${groups.join(':')}:${port}`;
 }
 
-module.exports = { onlyProxy, driverView, serverView, ownSockets, procAddress };
+module.exports = { driverView, serverView, ownSockets, procAddress };

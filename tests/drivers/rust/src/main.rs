@@ -9,8 +9,9 @@
 //! - `AUTOPREP_DRIVER_UPSTREAM` the server itself, host:port; unset or empty: no direct control
 //! - `AUTOPREP_DRIVER_LOG_DIR`  where the two transcripts are written (`rust-proxied.txt`,
 //!   `rust-direct.txt`); unset: not written
-//! - `AUTOPREP_DRIVER_DEFAULT_TOPOLOGY=1`  connect with the driver's default host handling (no
-//!   allow-list); for when autoprep rewrites `system.local` / `system.peers`
+//!
+//! The driver runs with its default load balancing and host handling: autoprep's topology
+//! rewriting alone must keep it on autoprep, which the connection check proves.
 //!
 //! Exits 0 when everything matched, 1 on any mismatch, 2 when it could not run at all.
 
@@ -20,13 +21,11 @@ mod workload;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::client::{Compression, SelfIdentity};
-use scylla::policies::host_filter::AllowListHostFilter;
 
 const NAME: &str = "rust (scylla crate)";
 
@@ -35,7 +34,6 @@ struct Config {
     admin: String,
     upstream: Option<String>,
     log_dir: Option<String>,
-    default_topology: bool,
 }
 
 fn config() -> Result<Config, String> {
@@ -45,7 +43,6 @@ fn config() -> Result<Config, String> {
         admin: var("AUTOPREP_DRIVER_ADMIN").ok_or("AUTOPREP_DRIVER_ADMIN is not set")?,
         upstream: var("AUTOPREP_DRIVER_UPSTREAM"),
         log_dir: var("AUTOPREP_DRIVER_LOG_DIR"),
-        default_topology: var("AUTOPREP_DRIVER_DEFAULT_TOPOLOGY").as_deref() == Some("1"),
     })
 }
 
@@ -84,7 +81,7 @@ async fn run(cfg: &Config) -> Result<bool, String> {
 
     // Through autoprep.
     let before = admin::Snapshot::take(&cfg.admin).await?;
-    let session = connect(&cfg.target, !cfg.default_topology).await?;
+    let session = connect(&cfg.target).await?;
     let proxied = workload::run(&session).await;
     let connections = check_connections(&target_addrs, &cfg.admin).await;
     let after = admin::Snapshot::take(&cfg.admin).await?;
@@ -134,7 +131,7 @@ async fn run(cfg: &Config) -> Result<bool, String> {
     match &cfg.upstream {
         None => println!("{NAME} directly: skipped (AUTOPREP_DRIVER_UPSTREAM is not set)"),
         Some(upstream) => {
-            let session = connect(upstream, false).await?;
+            let session = connect(upstream).await?;
             let direct = workload::run(&session).await;
             drop(session);
             save(cfg, "direct", &direct.transcript);
@@ -175,20 +172,12 @@ fn save(cfg: &Config, phase: &str, transcript: &[String]) {
     }
 }
 
-async fn connect(addr: &str, allow_list: bool) -> Result<Session, String> {
-    let mut builder = SessionBuilder::new()
+/// A session to `addr` with the driver's default policies (no host filter).
+async fn connect(addr: &str) -> Result<Session, String> {
+    SessionBuilder::new()
         .known_node(addr)
         .compression(Some(Compression::Lz4))
-        .custom_identity(SelfIdentity::new().with_application_name("autoprep-driver-matrix"));
-    if allow_list {
-        // TOPOLOGY ALLOW-LIST (until autoprep rewrites system.local/system.peers, issue 8): the
-        // driver keeps only nodes at autoprep's address. On one node at 127.0.0.1 it changes
-        // nothing (the driver pairs rpc_address with the port it connected to); on several
-        // nodes it keeps the driver off the peers. AUTOPREP_DRIVER_DEFAULT_TOPOLOGY=1 drops it.
-        let filter = AllowListHostFilter::new([addr]).map_err(|e| format!("{addr}: {e}"))?;
-        builder = builder.host_filter(Arc::new(filter));
-    }
-    builder
+        .custom_identity(SelfIdentity::new().with_application_name("autoprep-driver-matrix"))
         .build()
         .await
         .map_err(|e| format!("connecting to {addr}: {e}"))

@@ -1,11 +1,9 @@
 package autoprep.drivers;
 
 import com.datastax.oss.driver.api.core.CqlSession;
-import com.datastax.oss.driver.api.core.CqlSessionBuilder;
 import com.datastax.oss.driver.api.core.DriverException;
 import com.datastax.oss.driver.api.core.config.DefaultDriverOption;
 import com.datastax.oss.driver.api.core.config.DriverConfigLoader;
-import com.datastax.oss.driver.api.core.config.DriverExecutionProfile;
 import com.datastax.oss.driver.api.core.config.ProgrammaticDriverConfigLoaderBuilder;
 import com.datastax.oss.driver.api.core.cql.SimpleStatement;
 import java.net.InetSocketAddress;
@@ -40,8 +38,8 @@ public final class Main {
 
     double rewrittenBefore = admin == null ? 0
         : AdminMetrics.sum(admin, "autoprep_queries_total", "outcome=\"rewritten\"");
-    try (CqlSession proxied = open(target, APP_PROXIED, true);
-        CqlSession direct = open(node, APP_DIRECT, false)) {
+    try (CqlSession proxied = open(target, APP_PROXIED);
+        CqlSession direct = open(node, APP_DIRECT)) {
       System.out.printf("sessions open after %d ms%n", (System.nanoTime() - t0) / 1_000_000);
       System.out.println("java driver " + CqlSession.class.getPackage().getImplementationVersion()
           + ", protocol " + proxied.getContext().getProtocolVersion() + " through autoprep at "
@@ -87,8 +85,12 @@ public final class Main {
     System.exit(checks.failures().isEmpty() ? 0 : 1);
   }
 
-  /** A session with generous timeouts (the CI machine is small and busy). */
-  static CqlSession open(InetSocketAddress contact, String applicationName, boolean viaProxy) {
+  /**
+   * A session with generous timeouts (the CI machine is small and busy) and the driver's default
+   * load balancing: through autoprep, topology rewriting alone keeps it on the proxy. The local
+   * datacenter is named because the driver requires one with explicit contact points.
+   */
+  static CqlSession open(InetSocketAddress contact, String applicationName) {
     ProgrammaticDriverConfigLoaderBuilder config = DriverConfigLoader.programmaticBuilder()
         .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(30))
         .withDuration(DefaultDriverOption.CONNECTION_INIT_QUERY_TIMEOUT, Duration.ofSeconds(15))
@@ -105,18 +107,12 @@ public final class Main {
     if (protocol != null && !protocol.isEmpty()) {
       config = config.withString(DefaultDriverOption.PROTOCOL_VERSION, protocol);
     }
-    CqlSessionBuilder b = CqlSession.builder()
+    return CqlSession.builder()
         .addContactPoint(contact)
         .withLocalDatacenter("datacenter1")
         .withApplicationName(applicationName)
-        .withConfigLoader(config.build());
-    if (viaProxy) {
-      // TEMPORARY (issue 8, "Topology"): until autoprep rewrites system.local / system.peers,
-      // ignore every node but autoprep itself. Remove once topology rewriting lands.
-      b = b.withNodeDistanceEvaluator(DriverExecutionProfile.DEFAULT_NAME,
-          Topology.onlyProxy(contact));
-    }
-    return b.build();
+        .withConfigLoader(config.build())
+        .build();
   }
 
   /** Invalid statements: through autoprep the error (class and message) is the node's own. */

@@ -3,8 +3,6 @@ package autoprep.drivers;
 import com.datastax.oss.driver.api.core.CqlSession;
 import com.datastax.oss.driver.api.core.cql.Row;
 import com.datastax.oss.driver.api.core.cql.SimpleStatement;
-import com.datastax.oss.driver.api.core.loadbalancing.NodeDistance;
-import com.datastax.oss.driver.api.core.loadbalancing.NodeDistanceEvaluator;
 import com.datastax.oss.driver.api.core.metadata.Node;
 import java.io.IOException;
 import java.net.InetAddress;
@@ -19,24 +17,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-/** Keeping the driver on autoprep, and checking from both ends that it stayed there. */
+/**
+ * Checking from both ends that the driver, with its default load balancing, stayed on autoprep
+ * (topology rewriting is what keeps it there).
+ */
 final class Topology {
   private Topology() {}
-
-  /**
-   * A node distance evaluator that ignores every node but autoprep itself, so the driver opens no
-   * pool to the addresses it reads from system.local / system.peers.
-   *
-   * <p>TEMPORARY (issue 8, "Topology"): drop this once autoprep rewrites the topology answers
-   * so that the driver sees the proxy as the whole cluster; the driver should then stay on
-   * autoprep with its default settings.
-   */
-  static NodeDistanceEvaluator onlyProxy(InetSocketAddress proxy) {
-    return (Node node, String localDc) -> {
-      SocketAddress addr = node.getEndPoint().resolve();
-      return proxy.equals(addr) ? null : NodeDistance.IGNORED;
-    };
-  }
 
   /** The driver's own view: every node it keeps connections to is autoprep. */
   static void driverView(CqlSession session, InetSocketAddress proxy, Checks checks) {
