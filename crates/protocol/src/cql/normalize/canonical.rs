@@ -71,36 +71,71 @@ const PIECES: [Piece; 10] = [
     Piece::Name,
 ];
 
-/// [`rule`] for every pair, indexed by `last` (0 for none, else the class + 1) and `piece`.
-static RULE: [[Spacing; 10]; 11] = {
-    let mut t = [[Spacing::No; 10]; 11];
-    let mut p = 0;
-    while p < PIECES.len() {
-        t[0][PIECES[p] as usize] = rule(None, PIECES[p]);
-        let mut l = 0;
-        while l < PIECES.len() {
-            t[PIECES[l] as usize + 1][PIECES[p] as usize] = rule(Some(PIECES[l]), PIECES[p]);
-            l += 1;
+/// The state of the rule between pieces: the class of the last piece written, or none yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Last(u8);
+
+impl Last {
+    /// Nothing written yet.
+    pub(super) const START: Last = Last(0);
+
+    /// After a piece of class `piece`.
+    #[inline(always)]
+    pub(super) fn after(piece: Piece) -> Last {
+        Last(piece as u8 + 1)
+    }
+
+    #[cfg(test)]
+    fn piece(self) -> Option<Piece> {
+        self.0.checked_sub(1).map(|i| PIECES[usize::from(i)])
+    }
+}
+
+/// For each [`Last`], bit `p` set when [`rule`] says `Yes` before class `p`.
+static YES: [u16; 16] = table(Spacing::Yes);
+/// For each [`Last`], bit `p` set when [`rule`] says `UnlessCallOrIndex` before class `p`.
+static UNLESS_CALL: [u16; 16] = table(Spacing::UnlessCallOrIndex);
+/// For each [`Last`], bit `p` set when [`rule`] says `UnlessIndex` before class `p`.
+static UNLESS_INDEX: [u16; 16] = table(Spacing::UnlessIndex);
+
+const fn table(value: Spacing) -> [u16; 16] {
+    let mut t = [0u16; 16];
+    let mut l = 0;
+    while l <= PIECES.len() {
+        let last = if l == 0 { None } else { Some(PIECES[l - 1]) };
+        let mut p = 0;
+        while p < PIECES.len() {
+            let r = rule(last, PIECES[p]) as u8;
+            if r == value as u8 {
+                t[l] |= 1 << (PIECES[p] as u8);
+            }
+            p += 1;
         }
-        p += 1;
+        l += 1;
     }
     t
-};
+}
+
+/// True if a space goes between the pieces so far (`last`) and a piece of class `piece` whose
+/// text starts with the byte `first`.
+#[inline(always)]
+pub(super) fn space_after(last: Last, piece: Piece, first: u8) -> bool {
+    let row = usize::from(last.0 & 15);
+    let bit = 1u16 << (piece as u8);
+    if YES[row] & bit != 0 {
+        return true;
+    }
+    if UNLESS_CALL[row] & bit != 0 {
+        return first != b'(' && first != b'[';
+    }
+    UNLESS_INDEX[row] & bit != 0 && first != b'['
+}
 
 /// True if a space goes between a piece of class `last` and a piece of class `piece` whose
 /// text starts with the byte `first`.
 #[inline]
 pub(super) fn space_before(last: Option<Piece>, piece: Piece, first: u8) -> bool {
-    let row = match last {
-        None => 0,
-        Some(l) => l as usize + 1,
-    };
-    match RULE[row][piece as usize] {
-        Spacing::No => false,
-        Spacing::Yes => true,
-        Spacing::UnlessCallOrIndex => first != b'(' && first != b'[',
-        Spacing::UnlessIndex => first != b'[',
-    }
+    space_after(last.map_or(Last::START, Last::after), piece, first)
 }
 
 #[cfg(test)]
@@ -119,6 +154,14 @@ mod tests {
             _ => true,
         };
         space || (last == Some(Piece::Dot) && !matches!(piece, Piece::Name | Piece::Callee))
+    }
+
+    #[test]
+    fn states_round_trip() {
+        assert_eq!(Last::START.piece(), None);
+        for p in PIECES {
+            assert_eq!(Last::after(p).piece(), Some(p));
+        }
     }
 
     #[test]

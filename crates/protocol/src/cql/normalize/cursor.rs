@@ -13,7 +13,7 @@
 //! A lexing error anywhere makes the caller give up: the full parser reports it.
 
 use crate::cql::lexer::scan;
-use crate::cql::lexer::{keyword_eq, Span, TokenKind};
+use crate::cql::lexer::{Span, TokenKind};
 
 /// Lexing failed or the input is not in the single pass's subset.
 #[derive(Debug)]
@@ -217,7 +217,7 @@ impl<'a> Cursor<'a> {
             b if b.is_ascii_alphabetic() => {
                 let start = self.pos;
                 let (kind, end) = scan::word(bytes, start).map_err(|_| GiveUp)?;
-                let null = end - start == 4 && keyword_eq(self.text(start, end), "NULL");
+                let null = self.is(Span { kind, start, end }, "NULL");
                 Ok((kind == TokenKind::Ident && !null).then_some(Span { kind, start, end }))
             }
             _ => Ok(None),
@@ -248,6 +248,19 @@ impl<'a> Cursor<'a> {
             b'-' => scan::token(self.src, self.pos).map_err(|_| GiveUp)?.0 == TokenKind::Minus,
             _ => false,
         })
+    }
+
+    /// True if the token `t` is the unquoted word `kw` (upper case) in any case.
+    #[inline(always)]
+    pub(super) fn is(&self, t: Span, kw: &str) -> bool {
+        t.kind == TokenKind::Ident
+            && t.end - t.start == kw.len()
+            && self.src.as_bytes().get(t.start..t.end).is_some_and(|w| {
+                w.iter()
+                    .zip(kw.bytes())
+                    .fold(0u8, |acc, (&c, k)| acc | ((c & !0x20) ^ k))
+                    == 0
+            })
     }
 
     /// The text of `start..end`.

@@ -22,7 +22,7 @@ use super::constant::constant_literal;
 use super::cursor::{Cursor, FResult, GiveUp};
 use super::writer::RunWriter;
 use super::{Normalized, NotCandidate, Shape, Slot, StatementKind};
-use crate::cql::lexer::{keyword_eq, scan, Span, Token, TokenKind};
+use crate::cql::lexer::{scan, Span, Token, TokenKind};
 use crate::cql::Literal;
 
 /// Normalizes `src` if it is in the single pass's subset, writing the shape text into `text`
@@ -136,6 +136,25 @@ impl<'a> Fast<'a> {
         }
     }
 
+    /// `item (, item)* )` after a `(`.
+    #[inline(always)]
+    fn parenthesized(&mut self, mut item: impl FnMut(&mut Self) -> FResult<()>) -> FResult<()> {
+        loop {
+            item(self)?;
+            let piece = match self.c.peek()? {
+                b',' => Piece::Comma,
+                b')' => Piece::Close,
+                _ => return Err(GiveUp),
+            };
+            let at = self.c.pos();
+            self.w.verbatim(at, at + 1, piece);
+            self.c.set_pos(at + 1);
+            if piece == Piece::Close {
+                return Ok(());
+            }
+        }
+    }
+
     /// Writes the token `t` as it is, as `piece`, and moves past it.
     #[inline(always)]
     fn copy(&mut self, t: Span, piece: Piece) {
@@ -145,19 +164,14 @@ impl<'a> Fast<'a> {
 
     /// A name, which must come next, written as `piece`; its text.
     #[inline(always)]
-    fn name(&mut self, piece: Piece) -> FResult<&'a str> {
+    fn name(&mut self, piece: Piece) -> FResult<Span> {
         let t = self.c.peek_name()?.ok_or(GiveUp)?;
-        let text = self.c.text(t.start, t.end);
         self.copy(t, piece);
         // The parser leaves statements with the token `expr(` alone (custom index expressions).
-        if t.kind == TokenKind::Ident
-            && text.len() == 4
-            && keyword_eq(text, "EXPR")
-            && self.c.peek()? == b'('
-        {
+        if self.c.is(t, "EXPR") && self.c.peek()? == b'(' {
             return Err(GiveUp);
         }
-        Ok(text)
+        Ok(t)
     }
 
     /// `[ks '.'] name`
@@ -204,7 +218,8 @@ impl<'a> Fast<'a> {
             }
             b':' => {
                 self.punct(b':', Piece::MarkerColon)?;
-                let name = self.name(Piece::Word)?;
+                let t = self.name(Piece::Word)?;
+                let name = self.c.text(t.start, t.end);
                 self.slots.push(Slot::ClientNamed { name });
                 Ok(true)
             }
@@ -260,7 +275,7 @@ impl<'a> Fast<'a> {
                     if t.kind != TokenKind::Ident {
                         return Err(GiveUp);
                     }
-                    if keyword_eq(self.c.text(t.start, t.end), "FROM") {
+                    if self.c.is(t, "FROM") {
                         break;
                     }
                     self.copy(t, Piece::Callee);
@@ -321,23 +336,11 @@ impl<'a> Fast<'a> {
         self.kw("INTO")?;
         self.table_name()?;
         self.punct(b'(', Piece::Open)?;
-        loop {
-            self.name(Piece::Name)?;
-            if self.try_punct(b')', Piece::Close)? {
-                break;
-            }
-            self.punct(b',', Piece::Comma)?;
-        }
+        self.parenthesized(|p| p.name(Piece::Name).map(drop))?;
         self.kw("VALUES")?;
         self.punct(b'(', Piece::Open)?;
-        loop {
-            // A whole INSERT value: a bound null writes the same tombstone as `null`.
-            self.value_term(true)?;
-            if self.try_punct(b')', Piece::Close)? {
-                break;
-            }
-            self.punct(b',', Piece::Comma)?;
-        }
+        // A whole INSERT value: a bound null writes the same tombstone as `null`.
+        self.parenthesized(|p| p.value_term(true))?;
         self.modification_tail()
     }
 

@@ -4,19 +4,20 @@
 //! source text, and copies the whole run with one `memcpy` when something differs: a replaced
 //! literal, a lower-case keyword, other spacing, a comment.
 
-use super::canonical::{space_before, Piece};
+use super::canonical::{space_after, Last, Piece};
+
+/// `run_start` and `run_end` right after an inserted piece: no token starts there, so the next
+/// token starts a new run (the text before it in the statement does not follow the output).
+const DETACHED: usize = usize::MAX - 1;
 
 /// Canonical text under construction, over the statement `src`.
 pub(super) struct RunWriter<'a> {
     src: &'a str,
     out: String,
-    last: Option<Piece>,
+    last: Last,
     /// `src[run_start..run_end]` is canonical text not yet copied to `out`.
     run_start: usize,
     run_end: usize,
-    /// False right after an inserted piece: the source text before the next token does not
-    /// follow the output, so the next token starts a new run.
-    attached: bool,
 }
 
 impl<'a> RunWriter<'a> {
@@ -26,10 +27,9 @@ impl<'a> RunWriter<'a> {
         RunWriter {
             src,
             out,
-            last: None,
-            run_start: 0,
-            run_end: 0,
-            attached: false,
+            last: Last::START,
+            run_start: DETACHED,
+            run_end: DETACHED,
         }
     }
 
@@ -38,22 +38,25 @@ impl<'a> RunWriter<'a> {
     pub(super) fn verbatim(&mut self, start: usize, end: usize, piece: Piece) {
         let bytes = self.src.as_bytes();
         let first = bytes.get(start).copied().unwrap_or(0);
-        let space = space_before(self.last, piece, first);
-        self.last = Some(piece);
-        let space_in_src = start > 0 && bytes.get(start - 1) == Some(&b' ');
-        let gap = if space { 1 } else { 0 };
-        if self.attached && start == self.run_end + gap && (!space || space_in_src) {
+        let space = space_after(self.last, piece, first);
+        self.last = Last::after(piece);
+        // With a space wanted, the run must end just before it: then `start - 1` is the byte
+        // after the run, which must be that space.
+        if start == self.run_end + usize::from(space)
+            && (!space || bytes.get(self.run_end) == Some(&b' '))
+        {
             self.run_end = end;
             return;
         }
-        self.restart(start, end, space, space_in_src);
+        self.restart(start, end, space);
     }
 
     /// Copies the current run out and starts a new one at the token `start..end`.
     #[inline(never)]
-    fn restart(&mut self, start: usize, end: usize, space: bool, space_in_src: bool) {
+    fn restart(&mut self, start: usize, end: usize, space: bool) {
         self.flush();
-        self.run_start = if space && space_in_src {
+        let bytes = self.src.as_bytes();
+        self.run_start = if space && start > 0 && bytes.get(start - 1) == Some(&b' ') {
             start - 1
         } else {
             if space {
@@ -62,7 +65,6 @@ impl<'a> RunWriter<'a> {
             start
         };
         self.run_end = end;
-        self.attached = true;
     }
 
     /// Appends `text` as `piece` in place of the source token that ends at `end` (a keyword
@@ -72,14 +74,13 @@ impl<'a> RunWriter<'a> {
         self.put(text, piece);
         self.run_start = end;
         self.run_end = end;
-        self.attached = true;
     }
 
     /// Appends a marker in place of a literal that ends at `end`.
     #[inline]
     pub(super) fn marker(&mut self, end: usize) {
-        let space = space_before(self.last, Piece::Word, b'?');
-        self.last = Some(Piece::Word);
+        let space = space_after(self.last, Piece::Word, b'?');
+        self.last = Last::after(Piece::Word);
         self.flush();
         if space {
             self.out.push_str(" ?");
@@ -88,22 +89,22 @@ impl<'a> RunWriter<'a> {
         }
         self.run_start = end;
         self.run_end = end;
-        self.attached = true;
     }
 
     /// Appends `text` as `piece`, standing for no source text.
     pub(super) fn insert(&mut self, text: &str, piece: Piece) {
         self.put(text, piece);
-        self.attached = false;
+        self.run_start = DETACHED;
+        self.run_end = DETACHED;
     }
 
     fn put(&mut self, text: &str, piece: Piece) {
-        let space = space_before(
+        let space = space_after(
             self.last,
             piece,
             text.as_bytes().first().copied().unwrap_or(0),
         );
-        self.last = Some(piece);
+        self.last = Last::after(piece);
         self.flush();
         if space {
             self.out.push(' ');
@@ -114,6 +115,7 @@ impl<'a> RunWriter<'a> {
         }
     }
 
+    #[inline]
     fn flush(&mut self) {
         if self.run_end > self.run_start {
             self.out
