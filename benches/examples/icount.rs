@@ -4,7 +4,7 @@
 //! `scripts/icount.sh` does exactly that for every case.
 //!
 //! Cases: `normalize_150b`, `normalize_1k`, `encode_row`, `hit_path` (the same inputs as the
-//! criterion benches `normalize`, `encode` and `rewrite`).
+//! criterion benches `normalize`, `encode` and `rewrite`), and `lex_150b` (tokens only).
 
 use autoprep::rewrite::{decide, Decision};
 use autoprep_benches::fixtures::{self, statement_1k, INSERT_150};
@@ -20,6 +20,15 @@ fn run_normalize(q: &str, n: usize) {
         let r = normalize(black_box(q.as_bytes()));
         assert!(matches!(r, Ok(Normalized::Shape(_))));
         black_box(r).ok();
+    }
+}
+
+fn run_lex(q: &str, n: usize) {
+    let mut toks = Vec::with_capacity(512);
+    for _ in 0..n {
+        toks.clear();
+        autoprep_protocol::cql::lexer::tokenize_into(black_box(q), &mut toks).unwrap();
+        black_box(toks.len());
     }
 }
 
@@ -68,17 +77,53 @@ fn run_hit_path(n: usize) {
     }
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let case = args.next().unwrap_or_default();
-    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
-    match case.as_str() {
+/// `icount time CASE...`: wall-clock nanoseconds per operation (minimum, 10th percentile and
+/// median of 300 samples), a quick check on a shared machine where the minimum is the least
+/// disturbed figure; criterion remains the reference.
+fn time(case: &str) {
+    let per = 2000;
+    let mut samples: Vec<f64> = (0..300)
+        .map(|_| {
+            let t = Instant::now();
+            run(case, per);
+            t.elapsed().as_nanos() as f64 / per as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    println!(
+        "{case}: min {:.0} ns, p10 {:.0} ns, median {:.0} ns",
+        samples[0], samples[30], samples[150]
+    );
+}
+
+fn run(case: &str, n: usize) {
+    match case {
         "normalize_150b" => run_normalize(INSERT_150, n),
         "normalize_1k" => run_normalize(&statement_1k(), n),
         "encode_row" => run_encode(n),
         "hit_path" => run_hit_path(n),
+        "lex_150b" => run_lex(INSERT_150, n),
+        _ => panic!("unknown case {case}"),
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let case = args.next().unwrap_or_default();
+    if case == "time" {
+        for c in args {
+            time(&c);
+        }
+        return;
+    }
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    match case.as_str() {
+        "normalize_150b" | "normalize_1k" | "lex_150b" | "encode_row" | "hit_path" => run(&case, n),
         _ => {
-            eprintln!("usage: icount normalize_150b|normalize_1k|encode_row|hit_path [N]");
+            eprintln!(
+                "usage: icount normalize_150b|normalize_1k|encode_row|hit_path|lex_150b [N]\n       \
+                 icount time CASE..."
+            );
             std::process::exit(2);
         }
     }

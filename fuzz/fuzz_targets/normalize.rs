@@ -5,12 +5,15 @@
 //! - lexing never panics; tokens are the exact input slices at their offsets, in order, and
 //!   what lies between them is whitespace or comments;
 //! - normalizing never panics;
+//! - wherever the single-pass normalizer answers, the full parser gives the same answer;
 //! - a shape's text lexes, holds one marker per slot, and normalizes again to a statement
 //!   with nothing left to replace (the canonical text is a fixed point).
 #![no_main]
 
 use autoprep_protocol::cql::lexer::{Lexer, TokenKind};
-use autoprep_protocol::cql::normalize::{normalize, normalize_str, NotCandidate, Normalized};
+use autoprep_protocol::cql::normalize::{
+    both_passes, normalize, normalize_str, NotCandidate, Normalized,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -27,6 +30,13 @@ fuzz_target!(|data: &[u8]| {
                 "unexplained gap {gap:?}"
             );
             at = tok.end();
+        }
+    }
+
+    if let Ok(src) = std::str::from_utf8(data) {
+        let (fast, full) = both_passes(src);
+        if let Some(fast) = fast {
+            assert_eq!(Ok(fast), full, "single pass and parser differ on {src:?}");
         }
     }
 

@@ -28,9 +28,16 @@
 //! the keywords the normalizer recognizes, and keeps identifiers exactly as written. Two
 //! statements that differ only in replaced literal values give the same text byte for byte.
 
+mod canonical;
+mod constant;
+mod cursor;
+#[cfg(test)]
+mod differential_tests;
+mod fast;
 mod parser;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 use std::borrow::Cow;
 
@@ -239,15 +246,62 @@ pub enum NormalizeError {
 
 /// Normalizes the text of a QUERY (raw bytes, checked for UTF-8).
 pub fn normalize(query: &[u8]) -> Result<Normalized<'_>, NormalizeError> {
+    normalize_with(query, String::new(), Vec::new())
+}
+
+/// [`normalize`] writing the shape into the buffers of an earlier shape (see
+/// [`recycle_slots`]), so that a caller that keeps them allocates nothing per statement.
+pub fn normalize_with<'a>(
+    query: &'a [u8],
+    text: String,
+    slots: Vec<Slot<'a>>,
+) -> Result<Normalized<'a>, NormalizeError> {
     let src = std::str::from_utf8(query).map_err(|e| LexError::InvalidUtf8 {
         offset: e.valid_up_to(),
     })?;
-    normalize_str(src)
+    normalize_str_with(src, text, slots)
 }
 
 /// Normalizes CQL text.
 pub fn normalize_str(src: &str) -> Result<Normalized<'_>, NormalizeError> {
-    parser::normalize(src)
+    normalize_str_with(src, String::new(), Vec::new())
+}
+
+fn normalize_str_with<'a>(
+    src: &'a str,
+    mut text: String,
+    mut slots: Vec<Slot<'a>>,
+) -> Result<Normalized<'a>, NormalizeError> {
+    // Room for the usual shape: `with_capacity` on fresh buffers is cheaper than `reserve`.
+    let room = src.len() + 16;
+    if text.capacity() == 0 {
+        text = String::with_capacity(room);
+    } else {
+        text.clear();
+        text.reserve(room);
+    }
+    let marker_room = src.len() / 16 + 4;
+    if slots.capacity() == 0 {
+        slots = Vec::with_capacity(marker_room);
+    } else {
+        slots.clear();
+        slots.reserve(marker_room);
+    }
+    // The single pass handles the common statements; the full parser everything else.
+    match fast::normalize(src, text, slots) {
+        Ok(n) => Ok(n),
+        Err((text, slots)) => parser::normalize(src, text, slots),
+    }
+}
+
+/// Empties the slots of a finished shape for [`normalize_with`], keeping their allocation
+/// whatever statement they borrowed from.
+pub fn recycle_slots<'b>(mut slots: Vec<Slot<'_>>) -> Vec<Slot<'b>> {
+    slots.clear();
+    // An in-place collect of an empty vector into one of the same layout reuses its buffer;
+    // the `filter_map` is what changes the lifetime.
+    #[allow(clippy::unnecessary_filter_map)]
+    slots.into_iter().filter_map(|_| None).collect()
 }
 
 /// An identifier as the server resolves it: a quoted one (`"..."`) unescaped, an unquoted one
@@ -264,4 +318,17 @@ pub fn resolve_identifier(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// What each pass makes of `src`, for the differential tests and the fuzz target: the single
+/// pass (`None` where it leaves the statement to the full parser) and the full parser.
+#[doc(hidden)]
+pub fn both_passes(
+    src: &str,
+) -> (
+    Option<Normalized<'_>>,
+    Result<Normalized<'_>, NormalizeError>,
+) {
+    let fast = fast::normalize(src, String::new(), Vec::new()).ok();
+    (fast, parser::normalize(src, String::new(), Vec::new()))
 }

@@ -17,6 +17,7 @@
 //! except varints and decimals beyond 128 bits.
 
 mod collection;
+mod direct;
 mod number;
 mod simple;
 mod temporal;
@@ -97,6 +98,9 @@ pub fn encode_literal(
     opts: &EncodeOptions,
     out: &mut impl BufMut,
 ) -> Result<(), EncodeError> {
+    if let Some(done) = direct::encode(lit, ty, opts, out) {
+        return done;
+    }
     match encode_value(lit, ty, opts, 0)? {
         None => out.put_i32(-1),
         // Small values: length prefix and body in one copy (the hot path for scalars).

@@ -455,6 +455,18 @@ fn cqlish() -> impl Strategy<Value = std::string::String> {
         Just("e".to_owned()),
         Just("µs".to_owned()),
         Just("550e8400-e29b-41d4-a716-446655440000".to_owned()),
+        Just("deadbeef-".to_owned()),
+        Just("12345678-".to_owned()),
+        Just("P0001-02-03T04:05:06".to_owned()),
+        Just("PT1H".to_owned()),
+        Just("P1Y2M3DT4H5M6S".to_owned()),
+        Just("NaN".to_owned()),
+        Just("Infinity".to_owned()),
+        Just("true".to_owned()),
+        Just("FALSE".to_owned()),
+        Just("1h30m".to_owned()),
+        Just("1.5e-3".to_owned()),
+        Just("..".to_owned()),
         "[0-9]{1,3}".prop_map(|s| s),
         "[a-zA-Z_]{1,4}".prop_map(|s| s),
         "[(){}\\[\\],;:?=<>!+*%]".prop_map(|s| s),
@@ -483,5 +495,20 @@ proptest! {
     #[test]
     fn tokens_cover_cqlish_text(src in cqlish()) {
         check_cover(&src);
+    }
+
+    #[test]
+    fn same_tokens_as_the_reference_lexer_on_cqlish_text(src in cqlish()) {
+        prop_assert_eq!(tokenize(&src), super::reference::tokenize(&src));
+    }
+
+    #[test]
+    fn same_tokens_as_the_reference_lexer_on_random_text(src in any::<std::string::String>()) {
+        prop_assert_eq!(tokenize(&src), super::reference::tokenize(&src));
+    }
+
+    #[test]
+    fn same_tokens_as_the_reference_lexer_on_ascii(src in "[ -~\t\n\r]{0,40}") {
+        prop_assert_eq!(tokenize(&src), super::reference::tokenize(&src));
     }
 }

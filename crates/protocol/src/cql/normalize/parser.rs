@@ -8,9 +8,10 @@
 //! and [`Parser::literal_at`] builds the [`Literal`] for a value made only of literals. The
 //! emitting functions then decide between one `?`, element-wise replacement and inline text.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 
+use super::canonical::{space_before, Piece};
+use super::constant::{constant_literal, string_value};
 use super::{NormalizeError, Normalized, NotCandidate, Shape, Slot, StatementKind};
 use crate::cql::lexer::{keyword_eq, Lexer, Token, TokenKind};
 use crate::cql::Literal;
@@ -57,32 +58,12 @@ enum Class {
     Complex,
 }
 
-/// The spacing class of a piece of canonical text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Piece {
-    /// `(`, `[`, `{`
-    Open,
-    /// `)`, `]`, `}`
-    Close,
-    /// `,`
-    Comma,
-    /// `;`
-    Semi,
-    /// `.` of a qualified name or field access.
-    Dot,
-    /// `:` between a map key (or UDT field) and its value.
-    MapColon,
-    /// `:` starting a named marker.
-    MarkerColon,
-    /// A keyword, literal, operator or marker.
-    Word,
-    /// An identifier that a `(` may follow as a call (inline text).
-    Callee,
-    /// A column, table or field name.
-    Name,
-}
-
-pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
+/// Normalizes `src`, writing the shape into `out` and `slots` (both cleared first).
+pub(super) fn normalize<'a>(
+    src: &'a str,
+    mut out: String,
+    mut slots: Vec<Slot<'a>>,
+) -> Result<Normalized<'a>, NormalizeError> {
     // Short statements (nearly all of them) keep their tokens on the stack: the heap vector
     // is used only past `INLINE_TOKENS`, which saves an allocation per request.
     let mut inline = [EMPTY_TOKEN; INLINE_TOKENS];
@@ -148,8 +129,16 @@ pub(super) fn normalize(src: &str) -> Result<Normalized<'_>, NormalizeError> {
         toks,
         src_len: src.len(),
         pos: 0,
-        out: String::with_capacity(src.len() + 16),
-        slots: Vec::with_capacity(marker_bound),
+        out: {
+            out.clear();
+            out.reserve(src.len() + 16);
+            out
+        },
+        slots: {
+            slots.clear();
+            slots.reserve(marker_bound);
+            slots
+        },
         positional: 0,
         literals: 0,
         last: None,
@@ -200,24 +189,6 @@ fn use_statement(src: &str, toks: &[Token<'_>]) -> NotCandidate {
             offset: toks.get(1).map_or(src.len(), |t| t.offset),
             reason: "malformed USE",
         },
-    }
-}
-
-/// `'...'` or `$$...$$` to its value.
-fn string_value(text: &str) -> Cow<'_, str> {
-    if let Some(inner) = text.strip_prefix("$$").and_then(|t| t.strip_suffix("$$")) {
-        return Cow::Borrowed(inner);
-    }
-    let inner = text
-        .strip_prefix('\'')
-        .and_then(|t| t.strip_suffix('\''))
-        .unwrap_or(text);
-    // A quote inside means an escaped `''`. A plain loop: literals are short, and both
-    // `str::contains` and memchr cost more in setup than the scan itself.
-    if inner.bytes().any(|b| b == b'\'') {
-        Cow::Owned(inner.replace("''", "'"))
-    } else {
-        Cow::Borrowed(inner)
     }
 }
 
@@ -317,19 +288,11 @@ impl<'t, 'a> Parser<'t, 'a> {
 
     #[inline]
     fn put(&mut self, text: &str, piece: Piece) {
-        let space = match (self.last, piece) {
-            (None, _) => false,
-            (Some(Piece::Open | Piece::Dot | Piece::MarkerColon), _) => false,
-            (_, Piece::Close | Piece::Comma | Piece::Semi | Piece::MapColon) => false,
-            (Some(Piece::Name | Piece::Callee | Piece::Close), Piece::Dot) => false,
-            (Some(Piece::Callee), Piece::Open) => text != "(" && text != "[",
-            (Some(Piece::Name | Piece::Close), Piece::Open) => text != "[",
-            _ => true,
-        };
-        // After a dot only a name is glued: `a. ..` must not become the token `...`.
-        let space = space
-            || (self.last == Some(Piece::Dot) && !matches!(piece, Piece::Name | Piece::Callee));
-        if space {
+        if space_before(
+            self.last,
+            piece,
+            text.as_bytes().first().copied().unwrap_or(0),
+        ) {
             self.out.push(' ');
         }
         // Punctuation is one ASCII byte: push it rather than call memcpy.
@@ -1458,18 +1421,6 @@ impl<'t, 'a> Parser<'t, 'a> {
         }
         let t = self.tok(i)?;
         let lit = match t.kind {
-            TokenKind::String => Literal::String(string_value(t.text)),
-            TokenKind::Integer => Literal::Integer(t.text),
-            TokenKind::Float => Literal::Float(t.text),
-            TokenKind::Boolean => Literal::Boolean(keyword_eq(t.text, "TRUE")),
-            TokenKind::NaN => Literal::NaN,
-            TokenKind::Infinity => Literal::Infinity {
-                negative: t.text.starts_with('-'),
-            },
-            TokenKind::Uuid => Literal::Uuid(t.text),
-            TokenKind::Hex => Literal::Hex(t.text.get(2..)?),
-            TokenKind::Duration => Literal::Duration(t.text),
-            TokenKind::Ident if keyword_eq(t.text, "NULL") => Literal::Null,
             TokenKind::LBracket => {
                 let (items, end) = self.literal_items(i + 1, TokenKind::RBracket, depth)?;
                 return Some((Literal::List(items), end));
@@ -1482,7 +1433,7 @@ impl<'t, 'a> Parser<'t, 'a> {
                 return Some((Literal::Tuple(items), end));
             }
             TokenKind::LBrace => return self.literal_brace(i, depth),
-            _ => return None,
+            _ => constant_literal(t)?,
         };
         Some((lit, i + 1))
     }

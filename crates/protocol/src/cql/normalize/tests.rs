@@ -706,6 +706,26 @@ fn fingerprint_depends_on_keyspace_and_text_only() {
     );
 }
 
+#[test]
+fn buffers_are_reused() {
+    let mut text = String::new();
+    let mut slots = Vec::new();
+    for q in [
+        "INSERT INTO t (a, b) VALUES (1, 'x')",
+        "SELECT * FROM t WHERE k IN (1, 2)",
+    ] {
+        let owned = q.to_owned();
+        let Ok(Normalized::Shape(sh)) = normalize_with(owned.as_bytes(), text, slots) else {
+            panic!("{q}")
+        };
+        assert_eq!(sh, shape(q));
+        let (cap_text, cap_slots) = (sh.text.capacity(), sh.slots.capacity());
+        text = sh.text;
+        slots = recycle_slots(sh.slots);
+        assert_eq!((text.capacity(), slots.capacity()), (cap_text, cap_slots));
+    }
+}
+
 // ---- property tests -------------------------------------------------------------------------
 
 /// CQL text for a literal.
@@ -799,7 +819,7 @@ fn render(sh: &Shape<'_>) -> String {
 }
 
 /// A random literal that becomes a marker in a value position.
-fn literal_strategy() -> impl Strategy<Value = String> {
+pub(super) fn literal_strategy() -> impl Strategy<Value = String> {
     let scalar = prop_oneof![
         any::<String>().prop_map(|s| format!("'{}'", s.replace('\'', "''"))),
         "[a-z ]{0,8}".prop_map(|s| format!("$${s}$$")),
@@ -861,7 +881,7 @@ fn term_strategy() -> impl Strategy<Value = String> {
 }
 
 /// Statement templates with `{}` holes for terms.
-const TEMPLATES: &[&str] = &[
+pub(super) const TEMPLATES: &[&str] = &[
     "INSERT INTO ks.t (a, b, \"C\") VALUES ({}, {}, {}) USING TTL 5",
     "insert into t (a) values ({}) if not exists",
     "UPDATE t SET a = {}, b = b + {}, m[{}] = {} WHERE k = {} AND c IN ({}, {}) IF d = {}",
@@ -870,7 +890,7 @@ const TEMPLATES: &[&str] = &[
     "BEGIN BATCH INSERT INTO t (a, b) VALUES ({}, {}); UPDATE t SET c = {} WHERE k = {} APPLY BATCH",
 ];
 
-fn fill(template: &str, terms: &[String]) -> String {
+pub(super) fn fill(template: &str, terms: &[String]) -> String {
     let mut out = String::new();
     let mut parts = template.split("{}");
     let mut terms = terms.iter().cycle();
@@ -884,7 +904,7 @@ fn fill(template: &str, terms: &[String]) -> String {
     out
 }
 
-fn cqlish() -> impl Strategy<Value = String> {
+pub(super) fn cqlish() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         Just(" ".to_owned()),
         Just("SELECT".to_owned()),

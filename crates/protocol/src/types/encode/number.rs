@@ -65,8 +65,7 @@ pub(super) fn encode<'l>(
             check_integer_token(t, ty)?;
             Ok(f64_bytes(parse_f64(t, ty)?))
         }
-        // float_token already parsed the double value.
-        (ColumnType::Double, Literal::Float(t)) => Ok(f64_bytes(float_token(t, ty)?.1)),
+        (ColumnType::Double, Literal::Float(t)) => Ok(f64_bytes(double_value(t, ty)?)),
         (ColumnType::Float, Literal::NaN) => Ok(f32_bytes(f32::NAN)),
         (ColumnType::Double, Literal::NaN) => Ok(f64_bytes(f64::NAN)),
         (ColumnType::Float, Literal::Infinity { negative }) => Ok(f32_bytes(if *negative {
@@ -93,7 +92,12 @@ fn check_integer_token(t: &str, ty: &ColumnType) -> Result<(), EncodeError> {
 }
 
 /// Parses an INTEGER token as Java's `Long.parseLong` would, then checks `[min, max]`.
-fn parse_int_in(t: &str, ty: &ColumnType, min: i64, max: i64) -> Result<i64, EncodeError> {
+pub(super) fn parse_int_in(
+    t: &str,
+    ty: &ColumnType,
+    min: i64,
+    max: i64,
+) -> Result<i64, EncodeError> {
     let b = t.as_bytes();
     let (neg, digits) = match b.first() {
         Some(b'-') => (true, &b[1..]),
@@ -165,6 +169,46 @@ fn float_token<'t>(t: &'t str, ty: &ColumnType) -> Result<(DecimalText<'t>, f64)
     }
 }
 
+/// The `double` a FLOAT token converts to, as `(Double, Float(t))` above.
+#[inline]
+pub(super) fn double_value(t: &str, ty: &ColumnType) -> Result<f64, EncodeError> {
+    match plain_decimal(t) {
+        Some(v) => Ok(v),
+        None => Ok(float_token(t, ty)?.1),
+    }
+}
+
+/// The value of `-?digits.digits` with at most 15 digits in all: the digits as an integer
+/// (below 2^53, so exact) divided by a power of ten up to 10^15 (exact too), which IEEE
+/// division rounds correctly: the same value as the decimal-to-binary conversion (Clinger's
+/// fast path, which `str::parse` takes for these as well). `None` for any other text.
+fn plain_decimal(t: &str) -> Option<f64> {
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let (negative, rest) = match t.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        rest => (false, rest),
+    };
+    let dot = rest.iter().position(|&b| b == b'.')?;
+    if dot == 0 || rest.len() > 16 {
+        return None;
+    }
+    let mut m: u64 = 0;
+    for (i, &b) in rest.iter().enumerate() {
+        if i == dot {
+            continue;
+        }
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        m = m * 10 + u64::from(d);
+    }
+    let v = m as f64 / POW10[rest.len() - dot - 1];
+    Some(if negative { -v } else { v })
+}
+
 fn parse_f32(t: &str, ty: &ColumnType) -> Result<f32, EncodeError> {
     t.parse::<f32>()
         .map_err(|_| unsupported(ty, "malformed number token"))
@@ -182,13 +226,16 @@ fn f32_bytes(v: f32) -> Encoded<'static> {
 }
 
 /// Java's `doubleToLongBits`: every NaN becomes 0x7FF8000000000000.
-fn f64_bytes(v: f64) -> Encoded<'static> {
-    let bits = if v.is_nan() {
+pub(super) fn f64_bits(v: f64) -> u64 {
+    if v.is_nan() {
         0x7FF8_0000_0000_0000
     } else {
         v.to_bits()
-    };
-    Encoded::fixed(bits.to_be_bytes())
+    }
+}
+
+fn f64_bytes(v: f64) -> Encoded<'static> {
+    Encoded::fixed(f64_bits(v).to_be_bytes())
 }
 
 /// A number token split as `BigDecimal(String)` sees it:
@@ -393,6 +440,32 @@ fn big_twos_complement(d: &DecimalText<'_>, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        #[test]
+        fn plain_decimals_convert_as_the_general_parser(t in "-?[0-9]{1,10}\\.[0-9]{0,10}") {
+            if let Some(v) = plain_decimal(&t) {
+                prop_assert_eq!(v.to_bits(), t.parse::<f64>().unwrap().to_bits(), "{}", t);
+            }
+        }
+    }
+
+    #[test]
+    fn plain_decimal_shapes() {
+        assert_eq!(plain_decimal("21.5"), Some(21.5));
+        assert_eq!(
+            plain_decimal("-0.0").map(f64::to_bits),
+            Some((-0.0f64).to_bits())
+        );
+        assert_eq!(plain_decimal("1."), Some(1.0));
+        assert_eq!(plain_decimal("0.1"), Some(0.1));
+        assert_eq!(plain_decimal("123456789012345.6"), None);
+        assert_eq!(plain_decimal(".5"), None);
+        assert_eq!(plain_decimal("1e5"), None);
+    }
 
     fn enc(lit: Literal<'_>, ty: ColumnType) -> Result<Vec<u8>, EncodeError> {
         let mut v = Vec::new();

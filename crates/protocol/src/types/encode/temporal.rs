@@ -16,6 +16,8 @@
 //! - duration (`Duration.from`): unit form and the ISO 8601 forms, as three zig-zag vints
 //!   (months, days, nanoseconds).
 
+mod common;
+
 use super::vint;
 use super::{kind_mismatch, rejected, unsupported, EncodeError, EncodeOptions, Encoded};
 use crate::cql::literal::Literal;
@@ -185,8 +187,18 @@ enum Zone {
     Offset(i32),
 }
 
+/// Epoch milliseconds of a timestamp written in the usual layout, when it is plainly valid;
+/// `None` leaves the text to the general conversion.
+#[inline]
+pub(super) fn common_timestamp(s: &str, opts: &EncodeOptions) -> Option<i64> {
+    common::timestamp(s.as_bytes(), opts)
+}
+
 /// Parses the formats of `TimestampSerializer` (5.0) into epoch milliseconds.
 fn parse_datetime(s: &[u8], ty: &ColumnType, opts: &EncodeOptions) -> Result<i64, EncodeError> {
+    if let Some(ms) = common::timestamp(s, opts) {
+        return Ok(ms);
+    }
     if let Some(ms) = parse_datetime_fixed(s, ty, opts) {
         return ms;
     }
@@ -839,6 +851,73 @@ fn iso_alternative(s: &str, b: &mut DurationBuilder) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The general conversion alone, without the fast path for the usual layout.
+    fn general(s: &str, opts: &EncodeOptions) -> Result<i64, EncodeError> {
+        let ty = ColumnType::Timestamp;
+        match parse_datetime_fixed(s.as_bytes(), &ty, opts) {
+            Some(r) => r,
+            None => parse_datetime_general(s.as_bytes(), &ty, opts),
+        }
+    }
+
+    /// Timestamps in and around the usual layout, valid or not.
+    fn near_usual() -> impl Strategy<Value = String> {
+        (
+            prop_oneof![Just(0u32), 1u32..=9999, Just(2024), Just(1900)],
+            0u32..=13,
+            0u32..=32,
+            prop_oneof![Just(' '), Just('T'), Just('t')],
+            0u32..=25,
+            0u32..=61,
+            0u32..=61,
+            prop_oneof![Just(String::new()), "\\.[0-9]{0,11}",],
+            prop_oneof![
+                Just(String::new()),
+                Just("Z".to_owned()),
+                "[+-][0-2][0-9][0-6][0-9]",
+                "[+-][0-2][0-9]:[0-6][0-9]",
+                "[+-][0-9]{1,3}",
+                Just(" UTC".to_owned()),
+                Just("z".to_owned()),
+            ],
+        )
+            .prop_map(|(y, mo, d, sep, h, mi, se, frac, zone)| {
+                format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{se:02}{frac}{zone}")
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        #[test]
+        fn usual_layout_fast_path_agrees_with_the_general_parser(
+            s in near_usual(),
+            zone in proptest::option::of(-64800i32..=64800),
+        ) {
+            let opts = EncodeOptions {
+                server_time_zone: zone.and_then(UtcOffset::from_seconds),
+            };
+            if let Some(ms) = common::timestamp(s.as_bytes(), &opts) {
+                prop_assert_eq!(Ok(ms), general(&s, &opts), "{}", s);
+            }
+        }
+    }
+
+    #[test]
+    fn usual_layout_takes_the_fast_path() {
+        let utc = EncodeOptions::default();
+        for s in [
+            "2026-01-02 03:04:05+0000",
+            "2026-01-02T03:04:05.678Z",
+            "2024-02-29 23:59:59.123456789-05:30",
+        ] {
+            let fast = common::timestamp(s.as_bytes(), &utc);
+            assert!(fast.is_some(), "{s}");
+            assert_eq!(fast.map(Ok), Some(general(s, &utc)), "{s}");
+        }
+    }
 
     fn enc(lit: Literal<'_>, ty: ColumnType) -> Result<String, EncodeError> {
         enc_opts(lit, ty, EncodeOptions::default())
