@@ -11,11 +11,8 @@
 use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
-use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, EnvelopeError, Flags, Header, Opcode, ProtocolVersion,
-    StreamId,
-};
-use autoprep_protocol::message::error::{code, encode_error};
+use autoprep_protocol::envelope::{Direction, EnvelopeDecoder, EnvelopeError, ProtocolVersion};
+use autoprep_protocol::message::error::code;
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -125,20 +122,7 @@ async fn answer(mut sock: TcpStream, limit: usize) {
 
 /// An Overloaded ERROR envelope (unframed: a client's first messages always are).
 pub fn overloaded(version: ProtocolVersion, stream: i16, message: &str) -> BytesMut {
-    let mut body = Vec::new();
-    let _ = encode_error(code::OVERLOADED, message, &mut body);
-    Envelope::new(
-        Header {
-            version,
-            direction: Direction::Response,
-            flags: Flags(0),
-            stream: StreamId(stream),
-            opcode: Opcode::ERROR,
-            length: 0,
-        },
-        &body,
-    )
-    .into_frame()
+    protocol_error::error_frame(version, stream, code::OVERLOADED, message)
 }
 
 /// Lets an event through at most once per period, counting those held back.
@@ -177,6 +161,7 @@ impl RateLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autoprep_protocol::envelope::StreamId;
     use autoprep_protocol::message::error::ErrorView;
     use autoprep_protocol::message::ResponseBody;
 

@@ -63,8 +63,18 @@ pub fn for_envelope_error(err: &EnvelopeError) -> BytesMut {
 
 /// A protocol ERROR envelope with `message` on `stream`.
 pub fn build(version: ProtocolVersion, stream: i16, message: &str) -> BytesMut {
+    error_frame(version, stream, code::PROTOCOL_ERROR, message)
+}
+
+/// An unframed ERROR envelope of `error_code` with `message` on `stream`.
+pub fn error_frame(
+    version: ProtocolVersion,
+    stream: i16,
+    error_code: i32,
+    message: &str,
+) -> BytesMut {
     let mut body = Vec::new();
-    let _ = encode_error(code::PROTOCOL_ERROR, message, &mut body);
+    let _ = encode_error(error_code, message, &mut body);
     Envelope::new(
         Header {
             version,
