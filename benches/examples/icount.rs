@@ -60,7 +60,7 @@ fn run_encode(n: usize) {
 
 fn run_hit_path(n: usize) {
     let (ctx, header, body) = fixtures::hit_path();
-    let mut scratch = Vec::with_capacity(1024);
+    let mut scratch = autoprep::rewrite::Scratch::default();
     for _ in 0..n {
         let d = decide(
             &ctx,

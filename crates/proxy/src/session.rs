@@ -12,7 +12,7 @@ use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::writer::{self, Out};
-use autoprep_cache::PreparedEntry;
+use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, EnvelopeError, Opcode, ProtocolVersion, StreamId,
@@ -165,8 +165,8 @@ async fn serve(client: TcpStream, ctx: &Context) {
     // PREPAREs of this connection still in flight will never be answered: let other
     // connections prepare those shapes at once.
     for p in shared.lock().streams.in_flight() {
-        if let Pending::Prepare { fingerprint, .. } = p {
-            ctx.cache.abandoned(rewrite::NODE, *fingerprint);
+        if let Pending::Prepare { hash, .. } = p {
+            ctx.cache.abandoned(rewrite::NODE, *hash);
         }
     }
     // Every sender is gone with the readers: the writers flush what is queued and stop.
@@ -183,7 +183,7 @@ async fn client_to_upstream(
     to_client: mpsc::Sender<Out>,
 ) -> End {
     let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
-    let mut scratch = Vec::with_capacity(1024);
+    let mut scratch = rewrite::Scratch::default();
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
@@ -341,7 +341,7 @@ async fn forward_request(
     ctx: &Context,
     shared: &Shared,
     to_upstream: &mpsc::Sender<Out>,
-    scratch: &mut Vec<u8>,
+    scratch: &mut rewrite::Scratch,
 ) -> Result<(), End> {
     let header = *env.header();
     let stream = header.stream.0;
@@ -363,7 +363,9 @@ async fn forward_request(
         let ks = keyspace.as_deref();
         let mut shape = None;
         let decision = match plain_body(&env, compression, ctx.cfg.max_frame_bytes) {
-            Some(body) if is_batch => rewrite::decide_batch(ctx, &header, &body, ks, now, scratch),
+            Some(body) if is_batch => {
+                rewrite::decide_batch(ctx, &header, &body, ks, now, &mut scratch.values)
+            }
             Some(body) => rewrite::decide(ctx, &header, &body, ks, now, scratch, &mut shape),
             None => Decision::pass("undecodable body"),
         };
@@ -436,6 +438,7 @@ async fn send_prepare(
     let up = allocate(
         shared,
         Pending::Prepare {
+            hash: p.hash,
             fingerprint: p.fingerprint,
             text: p.text,
             keyspace: p.keyspace,
@@ -557,11 +560,19 @@ async fn on_response(
             Ok(Some(env))
         }
         Pending::Prepare {
+            hash,
             fingerprint,
             text,
             keyspace,
         } => {
-            prepared(&env, fingerprint, text, keyspace, ctx, compression());
+            prepared(
+                &env,
+                (hash, fingerprint),
+                text,
+                keyspace,
+                ctx,
+                compression(),
+            );
             Ok(None)
         }
         Pending::Rewritten {
@@ -571,15 +582,15 @@ async fn on_response(
         } => {
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
-                    for fp in used.with_id(&unknown) {
-                        ctx.cache.invalidate(rewrite::NODE, fp, &unknown);
+                    for hash in used.with_id(&unknown) {
+                        ctx.cache.invalidate(rewrite::NODE, hash, &unknown);
                     }
                     return replay(&env, stream, original, ctx, shared, to_upstream).await;
                 }
             }
             let mut env = match &used {
-                Used::One { fingerprint, id } if env.header().version >= ProtocolVersion::V5 => {
-                    without_metadata_change(env, *fingerprint, id, ctx)
+                Used::One { hash, id } if env.header().version >= ProtocolVersion::V5 => {
+                    without_metadata_change(env, *hash, id, ctx)
                 }
                 _ => env,
             };
@@ -632,10 +643,11 @@ fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -
     }
 }
 
-/// Records the answer to the proxy's own PREPARE in the cache.
+/// Records the answer to the proxy's own PREPARE in the cache, under the shape's hash (with
+/// its MD5 fingerprint).
 fn prepared(
     env: &Envelope,
-    fingerprint: [u8; 16],
+    (hash, fingerprint): (ShapeHash, [u8; 16]),
     text: String,
     keyspace: Option<String>,
     ctx: &Context,
@@ -658,6 +670,7 @@ fn prepared(
         }
         Some(PreparedEntry {
             text,
+            fingerprint,
             keyspace,
             id: Bytes::copy_from_slice(p.id),
             result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
@@ -671,14 +684,13 @@ fn prepared(
             // A normalized shape carries no literal values: safe to log.
             debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);
-            ctx.cache.prepared(rewrite::NODE, fingerprint, e);
+            ctx.cache.prepared(rewrite::NODE, hash, e);
         }
         None => {
             Metrics::inc(&ctx.metrics.prepares_failed);
-            ctx.shapes.prepare_failed(&fingerprint);
+            ctx.shapes.prepare_failed(hash);
             debug!("PREPARE of a shape failed; it passes through for a while");
-            ctx.cache
-                .failed(rewrite::NODE, fingerprint, "prepare failed", now);
+            ctx.cache.failed(rewrite::NODE, hash, "prepare failed", now);
         }
     }
 }
@@ -686,12 +698,7 @@ fn prepared(
 /// v5: a Rows answer to EXECUTE says when the result metadata changed since PREPARE (and
 /// carries the new metadata id). The cache takes the new id; the client, which sent a QUERY,
 /// gets the Rows a QUERY would have got: without that flag and id.
-fn without_metadata_change(
-    env: Envelope,
-    fingerprint: [u8; 16],
-    id: &[u8],
-    ctx: &Context,
-) -> Envelope {
+fn without_metadata_change(env: Envelope, hash: ShapeHash, id: &[u8], ctx: &Context) -> Envelope {
     let header = *env.header();
     if header.opcode != Opcode::RESULT {
         return env;
@@ -729,7 +736,7 @@ fn without_metadata_change(
     }
     ctx.cache.update_result_metadata(
         rewrite::NODE,
-        fingerprint,
+        hash,
         id,
         Bytes::copy_from_slice(new_id),
         Bytes::copy_from_slice(rows.metadata.columns.map_or(&[][..], |c| c.raw())),

@@ -287,10 +287,20 @@ fn uuid(bytes: &[u8], start: usize) -> Result<Option<(TokenKind, usize)>, LexErr
     let Some(b) = bytes.get(start..start + 36) else {
         return Ok(None);
     };
-    let shape_ok = b.iter().enumerate().all(|(i, &c)| match i {
-        8 | 13 | 18 | 23 => c == b'-',
-        _ => c.is_ascii_hexdigit(),
-    });
+    // Groups of 8, 4, 4, 4 and 12 hex digits, each group followed by a dash but the last.
+    let hex = |r: std::ops::Range<usize>| {
+        b.get(r)
+            .is_some_and(|g| g.iter().all(u8::is_ascii_hexdigit))
+    };
+    let shape_ok = b[8] == b'-'
+        && b[13] == b'-'
+        && b[18] == b'-'
+        && b[23] == b'-'
+        && hex(0..8)
+        && hex(9..13)
+        && hex(14..18)
+        && hex(19..23)
+        && hex(24..36);
     if !shape_ok {
         return Ok(None);
     }
