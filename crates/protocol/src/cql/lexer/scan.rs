@@ -283,24 +283,12 @@ fn negative_word(bytes: &[u8], start: usize) -> Option<(TokenKind, usize)> {
 }
 
 /// An unquoted UUID at `start`, if the 36 bytes there have the 8-4-4-4-12 hex shape.
+#[inline(never)]
 fn uuid(bytes: &[u8], start: usize) -> Result<Option<(TokenKind, usize)>, LexError> {
     let Some(b) = bytes.get(start..start + 36) else {
         return Ok(None);
     };
-    // Groups of 8, 4, 4, 4 and 12 hex digits, each group followed by a dash but the last.
-    let hex = |r: std::ops::Range<usize>| {
-        b.get(r)
-            .is_some_and(|g| g.iter().all(u8::is_ascii_hexdigit))
-    };
-    let shape_ok = b[8] == b'-'
-        && b[13] == b'-'
-        && b[18] == b'-'
-        && b[23] == b'-'
-        && hex(0..8)
-        && hex(9..13)
-        && hex(14..18)
-        && hex(19..23)
-        && hex(24..36);
+    let shape_ok = crate::uuid::parse(b).is_some();
     if !shape_ok {
         return Ok(None);
     }

@@ -228,6 +228,12 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(super) fn token(&mut self) -> FResult<Option<Span>> {
         self.peek()?;
+        self.token_here()
+    }
+
+    /// [`Self::token`] right after [`Self::peek`] (the position is at the token).
+    #[inline(always)]
+    pub(super) fn token_here(&mut self) -> FResult<Option<Span>> {
         if self.pos >= self.src.len() {
             return Ok(None);
         }

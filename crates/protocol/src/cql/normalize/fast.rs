@@ -232,22 +232,25 @@ impl<'a> Fast<'a> {
     /// The whole statement, with its trailing semicolons; its kind.
     fn statement(&mut self) -> FResult<StatementKind> {
         let first = self.c.peek_word()?.ok_or(GiveUp)?;
-        if first.kind != TokenKind::Ident {
+        // The kinds of `StatementKind::of_first_token` the single pass handles.
+        let kind = if self.c.is(first, "INSERT") {
+            self.insert()?;
+            StatementKind::Insert
+        } else if self.c.is(first, "UPDATE") {
+            self.update()?;
+            StatementKind::Update
+        } else if self.c.is(first, "SELECT") {
+            self.select()?;
+            StatementKind::Select
+        } else if self.c.is(first, "DELETE") {
+            self.delete()?;
+            StatementKind::Delete
+        } else if self.c.is(first, "BEGIN") {
+            self.batch()?;
+            StatementKind::Batch
+        } else {
             return Err(GiveUp);
-        }
-        let kind = StatementKind::of_first_token(Some(&Token {
-            kind: first.kind,
-            text: self.c.text(first.start, first.end),
-            offset: first.start,
-        }));
-        match kind {
-            StatementKind::Insert => self.insert()?,
-            StatementKind::Update => self.update()?,
-            StatementKind::Delete => self.delete()?,
-            StatementKind::Select => self.select()?,
-            StatementKind::Batch => self.batch()?,
-            StatementKind::Use | StatementKind::Other => return Err(GiveUp),
-        }
+        };
         // `statement ';'*`: trailing semicolons are not part of the shape.
         while self.c.single(b';')?.is_some() {}
         if !self.c.at_end()? || self.slots.len() > usize::from(u16::MAX) {
@@ -657,10 +660,10 @@ impl<'a> Fast<'a> {
                 self.literal_slot(at, end, Literal::String(value));
             }
             _ => {
-                let t = self.c.token()?.ok_or(GiveUp)?;
+                let t = self.c.token_here()?.ok_or(GiveUp)?;
                 let lit = self.literal(t).ok_or(GiveUp)?;
                 self.value_end()?;
-                if lit == Literal::Null && !null_ok {
+                if matches!(lit, Literal::Null) && !null_ok {
                     self.w.respell(t.end, "NULL", Piece::Word);
                 } else {
                     self.literal_slot(t.start, t.end, lit);
