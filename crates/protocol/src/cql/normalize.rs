@@ -27,6 +27,13 @@
 //! tokens (none inside brackets, before commas, around dots of qualified names), upper-cases
 //! the keywords the normalizer recognizes, and keeps identifiers exactly as written. Two
 //! statements that differ only in replaced literal values give the same text byte for byte.
+//!
+//! # Two passes, one answer
+//! `fast.rs` normalizes the forms applications send over and over in one pass over the bytes,
+//! without a token vector, copying the canonical text from the statement in runs; it gives up
+//! on anything else, and `parser.rs` (tokens first, then recursive descent over the whole
+//! grammar) decides. Where the single pass answers, its answer is the parser's: checked by
+//! differential property tests (`differential_tests.rs`) and in the `normalize` fuzz target.
 
 mod canonical;
 mod constant;
@@ -34,7 +41,9 @@ mod cursor;
 #[cfg(test)]
 mod differential_tests;
 mod fast;
+mod lane;
 mod parser;
+mod terms;
 #[cfg(test)]
 mod tests;
 mod writer;

@@ -86,6 +86,11 @@ impl<'a> Cursor<'a> {
         Cursor { src, pos: 0 }
     }
 
+    /// A cursor at `pos` (a token boundary) of `src`.
+    pub(super) fn at(src: &'a str, pos: usize) -> Self {
+        Cursor { src, pos }
+    }
+
     /// The statement.
     #[inline(always)]
     pub(super) fn src(&self) -> &'a str {
