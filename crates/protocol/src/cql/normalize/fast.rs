@@ -9,11 +9,14 @@
 //! a function call, arithmetic, a tuple, a UDT literal, JSON, a lexing error — it gives up and
 //! [`super::parser`], which handles the whole grammar, decides.
 //!
+//! An INSERT written in the canonical layout first tries the lane of `lane.rs`, which reads
+//! its head without per-token bookkeeping.
+//!
 //! Contract: whenever it answers, the answer is exactly what [`super::parser`] gives for the
 //! same text (same shape text byte for byte, same slots, same kind). Each function below mirrors
 //! the parser function of the same name restricted to the constructs listed, and gives up
-//! wherever the parser would look further; the differential tests (`normalize/tests.rs`) and
-//! the `normalize` fuzz target check the contract.
+//! wherever the parser would look further; the differential tests (`differential_tests.rs`)
+//! and the `normalize` fuzz target check the contract.
 
 use std::borrow::Cow;
 
