@@ -26,10 +26,11 @@ pub(super) fn element<'a>(c: &mut Cursor<'a>) -> FResult<Literal<'a>> {
 /// Elements up to `close` (the opening bracket passed), each followed by `,` or `close`; the
 /// elements and the offset past `close`, having moved past it.
 pub(super) fn sequence<'a>(c: &mut Cursor<'a>, close: u8) -> FResult<(Vec<Literal<'a>>, usize)> {
-    let mut items = Vec::new();
     if let Some(at) = c.single(close)? {
-        return Ok((items, at + 1));
+        return Ok((Vec::new(), at + 1));
     }
+    // Room for short lists at once (growing from empty costs a reallocation path).
+    let mut items = Vec::with_capacity(4);
     loop {
         items.push(element(c)?);
         if c.single(b',')?.is_some() {
