@@ -1,11 +1,15 @@
 //! Lexing and normalizing QUERY texts: the per-request cost of deciding what to bind.
 //!
 //! Targets (issue 3): a 5-column INSERT of about 150 bytes in 300 ns or less, a 1 KB statement
-//! in 2 µs or less. `normalize+fingerprint` adds the cache key.
+//! in 2 µs or less. `normalize` allocates the shape's buffers afresh each time; `normalize_with`
+//! reuses them, as the proxy's per-connection scratch does. `normalize+hash` adds the cache's
+//! map key, `normalize+fingerprint` the MD5 fingerprint.
 
 use autoprep_benches::fixtures::{statement_1k, INSERT_150};
 use autoprep_protocol::cql::lexer::tokenize_into;
-use autoprep_protocol::cql::normalize::{normalize, Normalized};
+use autoprep_protocol::cql::normalize::{
+    normalize, normalize_with, recycle_slots, Normalized, Slot,
+};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const SELECT_IN: &str = "SELECT sensor_id, ts, temperature FROM metrics.sensor_data \
@@ -47,6 +51,45 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
             q,
             |b, q| b.iter(|| normalize(black_box(q.as_bytes()))),
+        );
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("normalize_with");
+    for (name, q) in cases {
+        g.throughput(Throughput::Bytes(q.len() as u64));
+        let mut text = String::new();
+        let mut slots: Vec<Slot<'static>> = Vec::new();
+        g.bench_with_input(
+            BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
+            q,
+            |b, q| {
+                b.iter(|| {
+                    let buffers = (std::mem::take(&mut text), std::mem::take(&mut slots));
+                    if let Ok(Normalized::Shape(s)) =
+                        normalize_with(black_box(q.as_bytes()), buffers.0, buffers.1)
+                    {
+                        text = s.text;
+                        slots = recycle_slots(s.slots);
+                    }
+                })
+            },
+        );
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("normalize+hash");
+    for (name, q) in cases {
+        g.throughput(Throughput::Bytes(q.len() as u64));
+        g.bench_with_input(
+            BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
+            q,
+            |b, q| {
+                b.iter(|| match normalize(black_box(q.as_bytes())) {
+                    Ok(Normalized::Shape(s)) => Some(s.hash(Some("metrics"))),
+                    _ => None,
+                })
+            },
         );
     }
     g.finish();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 fn hit_path(c: &mut Criterion) {
     let (ctx, header, body) = fixtures::hit_path();
-    let mut scratch = Vec::with_capacity(1024);
+    let mut scratch = autoprep::rewrite::Scratch::default();
     let mut g = c.benchmark_group("rewrite");
     g.measurement_time(Duration::from_secs(3)).sample_size(30);
     g.throughput(Throughput::Bytes(body.len() as u64));

@@ -4,11 +4,15 @@
 //! `scripts/icount.sh` does exactly that for every case.
 //!
 //! Cases: `normalize_150b`, `normalize_1k`, `encode_row`, `hit_path` (the same inputs as the
-//! criterion benches `normalize`, `encode` and `rewrite`), and `lex_150b` (tokens only).
+//! criterion benches `normalize`, `encode` and `rewrite`), `normalize_150b_reused` and
+//! `normalize_1k_reused` (into the buffers of the previous shape, as the proxy does), and
+//! `lex_150b` (tokens only).
 
 use autoprep::rewrite::{decide, Decision};
 use autoprep_benches::fixtures::{self, statement_1k, INSERT_150};
-use autoprep_protocol::cql::normalize::{normalize, Normalized};
+use autoprep_protocol::cql::normalize::{
+    normalize, normalize_with, recycle_slots, Normalized, Slot,
+};
 use autoprep_protocol::cql::Literal;
 use autoprep_protocol::types::{encode_literal, ColumnType, EncodeOptions};
 use bytes::BytesMut;
@@ -20,6 +24,21 @@ fn run_normalize(q: &str, n: usize) {
         let r = normalize(black_box(q.as_bytes()));
         assert!(matches!(r, Ok(Normalized::Shape(_))));
         black_box(r).ok();
+    }
+}
+
+/// As the proxy normalizes: into the buffers of the previous shape.
+fn run_normalize_reused(q: &str, n: usize) {
+    let mut text = String::new();
+    let mut slots: Vec<Slot<'static>> = Vec::new();
+    for _ in 0..n {
+        let r = normalize_with(black_box(q.as_bytes()), text, slots);
+        let Ok(Normalized::Shape(s)) = r else {
+            panic!("not a shape")
+        };
+        black_box(&s);
+        text = s.text;
+        slots = recycle_slots(s.slots);
     }
 }
 
@@ -60,7 +79,7 @@ fn run_encode(n: usize) {
 
 fn run_hit_path(n: usize) {
     let (ctx, header, body) = fixtures::hit_path();
-    let mut scratch = Vec::with_capacity(1024);
+    let mut scratch = autoprep::rewrite::Scratch::default();
     for _ in 0..n {
         let d = decide(
             &ctx,
@@ -100,6 +119,8 @@ fn run(case: &str, n: usize) {
     match case {
         "normalize_150b" => run_normalize(INSERT_150, n),
         "normalize_1k" => run_normalize(&statement_1k(), n),
+        "normalize_150b_reused" => run_normalize_reused(INSERT_150, n),
+        "normalize_1k_reused" => run_normalize_reused(&statement_1k(), n),
         "encode_row" => run_encode(n),
         "hit_path" => run_hit_path(n),
         "lex_150b" => run_lex(INSERT_150, n),
@@ -118,10 +139,17 @@ fn main() {
     }
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
     match case.as_str() {
-        "normalize_150b" | "normalize_1k" | "lex_150b" | "encode_row" | "hit_path" => run(&case, n),
+        "normalize_150b"
+        | "normalize_1k"
+        | "normalize_150b_reused"
+        | "normalize_1k_reused"
+        | "lex_150b"
+        | "encode_row"
+        | "hit_path" => run(&case, n),
         _ => {
             eprintln!(
-                "usage: icount normalize_150b|normalize_1k|encode_row|hit_path|lex_150b [N]\n       \
+                "usage: icount normalize_150b|normalize_1k|normalize_150b_reused|normalize_1k_reused|\
+                 encode_row|hit_path|lex_150b [N]\n       \
                  icount time CASE..."
             );
             std::process::exit(2);

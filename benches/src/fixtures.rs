@@ -50,9 +50,10 @@ pub fn hit_path() -> (Context, Header, Vec<u8>) {
     };
     ctx.cache.prepared(
         NODE,
-        shape.fingerprint(None),
+        shape.hash(None),
         PreparedEntry {
             text: shape.text.clone(),
+            fingerprint: shape.fingerprint(None),
             keyspace: None,
             id: Bytes::from_static(&[7; 16]),
             result_metadata_id: None,

@@ -7,7 +7,7 @@
 //! evicted. Nothing here talks to the network: the caller sends the PREPARE and reports back.
 
 use crate::entry::PreparedEntry;
-use crate::key::{NodeId, ShapeKey};
+use crate::key::{NodeId, ShapeHash, ShapeKey};
 use lru::LruCache;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -88,8 +88,8 @@ enum Pending {
 
 #[derive(Debug)]
 struct Inner {
-    ready: LruCache<(NodeId, [u8; 16]), Ready>,
-    pending: LruCache<(NodeId, [u8; 16]), Pending>,
+    ready: LruCache<(NodeId, ShapeHash), Ready>,
+    pending: LruCache<(NodeId, ShapeHash), Pending>,
     bytes: usize,
     stats: CacheStats,
 }
@@ -134,7 +134,8 @@ impl PreparedCache {
                 inner.stats.hits += 1;
                 return Lookup::Ready(r.entry.clone());
             }
-            // A fingerprint collision: never execute the other statement; this shape passes through.
+            // Two shapes with one hash: never execute the other statement; this one passes
+            // through (under the label the metrics have always used).
             inner.stats.misses += 1;
             return Lookup::Negative("fingerprint collision");
         }
@@ -183,10 +184,10 @@ impl PreparedCache {
     }
 
     /// Records a successful PREPARE; returns how many entries were evicted to make room.
-    pub fn prepared(&self, node: NodeId, fingerprint: [u8; 16], entry: PreparedEntry) -> usize {
+    pub fn prepared(&self, node: NodeId, hash: ShapeHash, entry: PreparedEntry) -> usize {
         let mut g = self.lock();
         let inner = &mut *g;
-        let k = (node, fingerprint);
+        let k = (node, hash);
         inner.pending.pop(&k);
         inner.stats.prepares_succeeded += 1;
         let weight = entry.weight();
@@ -218,9 +219,9 @@ impl PreparedCache {
 
     /// Records that a shape cannot be prepared or executed, for `reason`, until the negative
     /// entry expires.
-    pub fn failed(&self, node: NodeId, fingerprint: [u8; 16], reason: &'static str, now: Instant) {
+    pub fn failed(&self, node: NodeId, hash: ShapeHash, reason: &'static str, now: Instant) {
         let mut g = self.lock();
-        let k = (node, fingerprint);
+        let k = (node, hash);
         g.stats.prepares_failed += 1;
         if let Some(r) = g.ready.pop(&k) {
             g.bytes -= r.weight;
@@ -231,9 +232,9 @@ impl PreparedCache {
 
     /// Forgets a PREPARE that will never be answered (its connection closed), so the next
     /// sighting may prepare the shape at once instead of waiting for the prepare timeout.
-    pub fn abandoned(&self, node: NodeId, fingerprint: [u8; 16]) {
+    pub fn abandoned(&self, node: NodeId, hash: ShapeHash) {
         let mut g = self.lock();
-        let k = (node, fingerprint);
+        let k = (node, hash);
         if matches!(g.pending.peek(&k), Some(Pending::Preparing(_))) {
             let threshold = self.cfg.admission_threshold.max(1);
             g.pending.put(k, Pending::Seen(threshold.saturating_sub(1)));
@@ -242,9 +243,9 @@ impl PreparedCache {
 
     /// Forgets a prepared entry whose id the node no longer knows (UNPREPARED); the next
     /// sighting prepares it again at once.
-    pub fn invalidate(&self, node: NodeId, fingerprint: [u8; 16], id: &[u8]) {
+    pub fn invalidate(&self, node: NodeId, hash: ShapeHash, id: &[u8]) {
         let mut g = self.lock();
-        let k = (node, fingerprint);
+        let k = (node, hash);
         let same = g.ready.peek(&k).is_some_and(|r| r.entry.id.as_ref() == id);
         if same {
             if let Some(r) = g.ready.pop(&k) {
@@ -260,14 +261,14 @@ impl PreparedCache {
     pub fn update_result_metadata(
         &self,
         node: NodeId,
-        fingerprint: [u8; 16],
+        hash: ShapeHash,
         id: &[u8],
         result_metadata_id: bytes::Bytes,
         result_metadata: bytes::Bytes,
     ) {
         let mut g = self.lock();
         let inner = &mut *g;
-        if let Some(r) = inner.ready.get_mut(&(node, fingerprint)) {
+        if let Some(r) = inner.ready.get_mut(&(node, hash)) {
             if r.entry.id.as_ref() == id {
                 let mut e = (*r.entry).clone();
                 e.result_metadata_id = Some(result_metadata_id);
@@ -301,13 +302,13 @@ mod tests {
     use bytes::Bytes;
 
     fn key(text: &str) -> ShapeKey<'_> {
-        let mut fp = [0u8; 16];
-        for (i, b) in text.bytes().enumerate() {
-            fp[i % 16] ^= b;
+        let mut h = 0u64;
+        for b in text.bytes() {
+            h ^= u64::from(b);
         }
         ShapeKey {
             node: 1,
-            fingerprint: fp,
+            hash: ShapeHash(h),
             keyspace: Some("ks"),
             text,
         }
@@ -316,6 +317,7 @@ mod tests {
     fn entry(text: &str) -> PreparedEntry {
         PreparedEntry {
             text: text.into(),
+            fingerprint: [0; 16],
             keyspace: Some("ks".into()),
             id: Bytes::from_static(&[1; 16]),
             result_metadata_id: None,
@@ -342,7 +344,7 @@ mod tests {
         assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
         // Another connection asks while the PREPARE is in flight: it does not prepare too.
         assert_eq!(c.lookup(&k, t), Lookup::Wait);
-        c.prepared(1, k.fingerprint, entry(k.text));
+        c.prepared(1, k.hash, entry(k.text));
         assert!(matches!(c.lookup(&k, t), Lookup::Ready(_)));
         let s = c.stats();
         assert_eq!((s.entries, s.prepares_started, s.hits), (1, 1, 1));
@@ -368,7 +370,7 @@ mod tests {
         let k = key("x");
         assert_eq!(c.lookup(&k, t), Lookup::Wait);
         assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
-        c.abandoned(1, k.fingerprint);
+        c.abandoned(1, k.hash);
         assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
     }
 
@@ -378,7 +380,7 @@ mod tests {
         let t = Instant::now();
         let k = key("x");
         assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
-        c.failed(1, k.fingerprint, "prepare failed", t);
+        c.failed(1, k.hash, "prepare failed", t);
         assert_eq!(c.lookup(&k, t), Lookup::Negative("prepare failed"));
         assert_eq!(
             c.lookup(&k, t + Duration::from_secs(61)),
@@ -391,9 +393,9 @@ mod tests {
         let c = cache(1, 10);
         let t = Instant::now();
         let a = key("ab");
-        let mut b = key("ba"); // same xor fingerprint, other text
-        b.fingerprint = a.fingerprint;
-        c.prepared(1, a.fingerprint, entry(a.text));
+        let mut b = key("ba"); // same xor hash, other text
+        b.hash = a.hash;
+        c.prepared(1, a.hash, entry(a.text));
         assert_eq!(c.lookup(&b, t), Lookup::Negative("fingerprint collision"));
         // Same text in another keyspace is another statement too.
         let mut other_ks = a;
@@ -406,7 +408,7 @@ mod tests {
         let c = cache(1, 3);
         let texts: Vec<String> = (0..5).map(|i| format!("statement {i}")).collect();
         for t in &texts {
-            c.prepared(1, key(t).fingerprint, entry(t));
+            c.prepared(1, key(t).hash, entry(t));
         }
         let s = c.stats();
         assert_eq!((s.entries, s.evictions), (3, 2));
@@ -417,8 +419,8 @@ mod tests {
         let c = cache(3, 10);
         let t = Instant::now();
         let k = key("x");
-        c.prepared(1, k.fingerprint, entry(k.text));
-        c.invalidate(1, k.fingerprint, &[1; 16]);
+        c.prepared(1, k.hash, entry(k.text));
+        c.invalidate(1, k.hash, &[1; 16]);
         assert_eq!(c.lookup(&k, t), Lookup::PrepareNow);
         assert_eq!(c.stats().invalidations, 1);
     }
@@ -428,7 +430,7 @@ mod tests {
         let c = cache(1, 10);
         let t = Instant::now();
         let k = key("x");
-        c.prepared(1, k.fingerprint, entry(k.text));
+        c.prepared(1, k.hash, entry(k.text));
         let mut on_two = k;
         on_two.node = 2;
         assert_eq!(c.lookup(&on_two, t), Lookup::PrepareNow);

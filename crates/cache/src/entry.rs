@@ -8,6 +8,9 @@ use bytes::Bytes;
 pub struct PreparedEntry {
     /// The canonical text that was prepared.
     pub text: String,
+    /// MD5 of keyspace and text (`Shape::fingerprint`), computed once when the shape was
+    /// prepared; the cache files the entry under the faster [`crate::key::ShapeHash`].
+    pub fingerprint: [u8; 16],
     /// The keyspace it was prepared in (connection keyspace or v5 PREPARE keyspace).
     pub keyspace: Option<String>,
     /// The prepared id.
@@ -27,6 +30,7 @@ impl PreparedEntry {
     pub fn weight(&self) -> usize {
         const FIXED: usize = 160;
         FIXED
+            + self.fingerprint.len()
             + self.text.len()
             + self.keyspace.as_ref().map_or(0, String::len)
             + self.id.len()

@@ -13,4 +13,4 @@ pub mod key;
 
 pub use cache::{CacheConfig, CacheStats, Lookup, PreparedCache};
 pub use entry::PreparedEntry;
-pub use key::ShapeKey;
+pub use key::{ShapeHash, ShapeKey};

@@ -19,5 +19,6 @@ pub mod message;
 pub mod primitives;
 pub mod segment;
 pub mod types;
+mod uuid;
 
 pub use error::DecodeError;

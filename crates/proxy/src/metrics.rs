@@ -536,7 +536,11 @@ mod tests {
     fn responded_observes_overall_and_per_shape() {
         let m = Metrics::default();
         let shapes = crate::shapes::Shapes::new(2);
-        let shape = shapes.enter([1; 16], None, "SELECT * FROM t WHERE k = ?");
+        let shape = shapes.enter(
+            autoprep_cache::ShapeHash(1),
+            None,
+            "SELECT * FROM t WHERE k = ?",
+        );
         m.responded(Tag {
             started: Some(std::time::Instant::now()),
             shape: Some(shape),

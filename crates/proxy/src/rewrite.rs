@@ -9,8 +9,10 @@
 
 use crate::context::Context;
 use crate::shapes::ShapeRef;
-use autoprep_cache::{Lookup, ShapeKey};
-use autoprep_protocol::cql::normalize::{normalize, Normalized, NotCandidate, Shape, Slot};
+use autoprep_cache::{Lookup, ShapeHash, ShapeKey};
+use autoprep_protocol::cql::normalize::{
+    normalize, normalize_with, recycle_slots, Normalized, NotCandidate, Shape, Slot,
+};
 use autoprep_protocol::envelope::{
     Direction, Flags, Header, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
 };
@@ -29,6 +31,9 @@ pub const NODE: u32 = 0;
 /// A PREPARE the session should send in the background.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrepareRequest {
+    /// The shape's key in the cache.
+    pub hash: ShapeHash,
+    /// MD5 of keyspace and text, stored with the prepared entry.
     pub fingerprint: [u8; 16],
     pub text: String,
     /// The keyspace the statement runs in (the cache entry's identity).
@@ -41,20 +46,20 @@ pub struct PrepareRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Used {
     /// A QUERY became one EXECUTE (no allocation on the hot path).
-    One { fingerprint: [u8; 16], id: Bytes },
+    One { hash: ShapeHash, id: Bytes },
     /// A BATCH became a batch of prepared children.
-    Many(Vec<([u8; 16], Bytes)>),
+    Many(Vec<(ShapeHash, Bytes)>),
 }
 
 impl Used {
     /// The shapes whose prepared id is `id`.
-    pub fn with_id<'s>(&'s self, id: &'s [u8]) -> impl Iterator<Item = [u8; 16]> + 's {
-        let all: &[([u8; 16], Bytes)] = match self {
+    pub fn with_id<'s>(&'s self, id: &'s [u8]) -> impl Iterator<Item = ShapeHash> + 's {
+        let all: &[(ShapeHash, Bytes)] = match self {
             Used::One { .. } => &[],
             Used::Many(v) => v,
         };
         let one = match self {
-            Used::One { fingerprint, id: i } if i.as_ref() == id => Some(*fingerprint),
+            Used::One { hash, id: i } if i.as_ref() == id => Some(*hash),
             _ => None,
         };
         one.into_iter().chain(
@@ -163,11 +168,23 @@ fn client_values_fit(shape: &Shape<'_>, values: Option<Values<'_>>) -> Result<()
     Ok(())
 }
 
+/// Buffers a connection reuses from one request to the next, so that the cache-hit path
+/// allocates nothing but the frame it sends.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// Encoded bound values.
+    pub values: Vec<u8>,
+    /// The canonical text of the last shape.
+    text: String,
+    /// The slots of the last shape, emptied.
+    slots: Vec<Slot<'static>>,
+}
+
 /// Decides the fate of a QUERY whose (decompressed) body is `body`, on a connection to the
 /// upstream node `node` (its index in the contact points, the cache's node id).
-/// `scratch` is a buffer the caller reuses between calls. When the text normalized to a shape,
-/// `shape_stats` receives the shape's statistics (its execution counted), for the caller to record
-/// the outcome and latency on.
+/// `scratch` holds buffers the caller reuses between calls. When the text normalized to a
+/// shape, `shape_stats` receives the shape's statistics (its execution counted), for the caller
+/// to record the outcome and latency on.
 #[allow(clippy::too_many_arguments)]
 pub fn decide(
     ctx: &Context,
@@ -176,7 +193,7 @@ pub fn decide(
     body: &[u8],
     conn_keyspace: Option<&str>,
     now: Instant,
-    scratch: &mut Vec<u8>,
+    scratch: &mut Scratch,
     shape_stats: &mut Option<ShapeRef>,
 ) -> Decision {
     let version = header.version;
@@ -186,7 +203,11 @@ pub fn decide(
     let Ok(query) = QueryView::parse(req.message, version) else {
         return pass("malformed query");
     };
-    let shape = match normalize(query.query) {
+    // Empty buffers of earlier shapes (a vector of `'static` slots is one of shorter-lived
+    // slots as well).
+    let text = std::mem::take(&mut scratch.text);
+    let slots = std::mem::take(&mut scratch.slots);
+    let shape = match normalize_with(query.query, text, slots) {
         Ok(Normalized::Shape(s)) => s,
         Ok(Normalized::NotCandidate(NotCandidate::Use { .. })) => {
             return Decision::PassThrough {
@@ -198,8 +219,40 @@ pub fn decide(
         Ok(Normalized::NotCandidate(nc)) => return pass(nc.reason()),
         Err(_) => return pass("lex error"),
     };
+    let decision = decide_shape(
+        ctx,
+        node,
+        header,
+        &req,
+        &query,
+        &shape,
+        conn_keyspace,
+        now,
+        &mut scratch.values,
+        shape_stats,
+    );
+    scratch.text = shape.text;
+    scratch.slots = recycle_slots(shape.slots);
+    decision
+}
+
+/// [`decide`] for a QUERY that normalized to `shape`.
+#[allow(clippy::too_many_arguments)]
+fn decide_shape(
+    ctx: &Context,
+    node: u32,
+    header: &Header,
+    req: &RequestBody<'_>,
+    query: &QueryView<'_>,
+    shape: &Shape<'_>,
+    conn_keyspace: Option<&str>,
+    now: Instant,
+    scratch: &mut Vec<u8>,
+    shape_stats: &mut Option<ShapeRef>,
+) -> Decision {
+    let version = header.version;
     let params = query.params;
-    if let Err(reason) = client_values_fit(&shape, params.values) {
+    if let Err(reason) = client_values_fit(shape, params.values) {
         return pass(reason);
     }
     if ctx
@@ -211,11 +264,11 @@ pub fn decide(
         return pass("excluded");
     }
     let keyspace = params.keyspace.or(conn_keyspace);
-    let fingerprint = shape.fingerprint(keyspace);
-    *shape_stats = Some(ctx.shapes.enter(fingerprint, keyspace, &shape.text));
+    let hash = shape.hash(keyspace);
+    *shape_stats = Some(ctx.shapes.enter(hash, keyspace, &shape.text));
     let key = ShapeKey {
         node,
-        fingerprint,
+        hash,
         keyspace,
         text: &shape.text,
     };
@@ -225,7 +278,8 @@ pub fn decide(
             return Decision::PassThrough {
                 reason: "preparing",
                 prepare: vec![PrepareRequest {
-                    fingerprint,
+                    hash,
+                    fingerprint: shape.fingerprint(keyspace),
                     text: shape.text.clone(),
                     keyspace: keyspace.map(str::to_owned),
                     request_keyspace: params.keyspace.map(str::to_owned),
@@ -238,7 +292,7 @@ pub fn decide(
     };
     if entry.bind_types.len() != shape.slots.len() {
         ctx.cache
-            .failed(node, fingerprint, "bind variable count differs", now);
+            .failed(node, hash, "bind variable count differs", now);
         return pass("bind variable count differs");
     }
 
@@ -275,7 +329,7 @@ pub fn decide(
     Decision::Execute {
         frame: finish_frame(frame, header, Opcode::EXECUTE),
         used: Used::One {
-            fingerprint,
+            hash,
             id: entry.id.clone(),
         },
     }
@@ -340,10 +394,10 @@ pub fn decide_batch(
         {
             return pass("excluded");
         }
-        let fingerprint = shape.fingerprint(keyspace);
+        let hash = shape.hash(keyspace);
         let key = ShapeKey {
             node,
-            fingerprint,
+            hash,
             keyspace,
             text: &shape.text,
         };
@@ -363,17 +417,18 @@ pub fn decide_batch(
                     return pass("too many values");
                 };
                 children.push((entry.id.clone(), n, start..scratch.len()));
-                prepared.push((fingerprint, entry.id.clone()));
+                prepared.push((hash, entry.id.clone()));
             }
             Lookup::Ready(_) => {
                 ctx.cache
-                    .failed(node, fingerprint, "bind variable count differs", now);
+                    .failed(node, hash, "bind variable count differs", now);
                 return pass("bind variable count differs");
             }
             Lookup::PrepareNow => {
                 missing = Some("preparing");
                 prepare.push(PrepareRequest {
-                    fingerprint,
+                    hash,
+                    fingerprint: shape.fingerprint(keyspace),
                     text: shape.text.clone(),
                     keyspace: keyspace.map(str::to_owned),
                     request_keyspace: batch.params.keyspace.map(str::to_owned),

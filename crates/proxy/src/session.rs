@@ -20,7 +20,7 @@ use crate::streams::{Pending, StreamTable};
 use crate::topology;
 use crate::writer::{self, Out};
 use crate::{tls, upstream};
-use autoprep_cache::PreparedEntry;
+use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, EnvelopeError, Opcode, ProtocolVersion, StreamId,
@@ -222,8 +222,8 @@ async fn serve(client: TcpStream, ctx: &Context) {
     // PREPAREs of this connection still in flight will never be answered: let other
     // connections prepare those shapes at once.
     for p in shared.lock().streams.in_flight() {
-        if let Pending::Prepare { fingerprint, .. } = p {
-            ctx.cache.abandoned(shared.node, *fingerprint);
+        if let Pending::Prepare { hash, .. } = p {
+            ctx.cache.abandoned(shared.node, *hash);
         }
     }
     // Every sender is gone with the readers: the writers flush what is queued and stop.
@@ -240,7 +240,7 @@ async fn client_to_upstream(
     to_client: mpsc::Sender<Out>,
 ) -> End {
     let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
-    let mut scratch = Vec::with_capacity(1024);
+    let mut scratch = rewrite::Scratch::default();
     let mut framed: Option<FramedDecoder> = None;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let closing = shared.closing.cancelled();
@@ -409,7 +409,7 @@ async fn forward_request(
     ctx: &Context,
     shared: &Shared,
     to_upstream: &mpsc::Sender<Out>,
-    scratch: &mut Vec<u8>,
+    scratch: &mut rewrite::Scratch,
 ) -> Result<(), End> {
     let header = *env.header();
     let stream = header.stream.0;
@@ -455,7 +455,7 @@ async fn forward_request(
         let mut shape = None;
         let decision = match body {
             Some(body) if is_batch => {
-                rewrite::decide_batch(ctx, node, &header, &body, ks, now, scratch)
+                rewrite::decide_batch(ctx, node, &header, &body, ks, now, &mut scratch.values)
             }
             Some(body) => rewrite::decide(ctx, node, &header, &body, ks, now, scratch, &mut shape),
             None => Decision::pass("undecodable body"),
@@ -544,6 +544,7 @@ async fn send_prepare(
     let up = allocate(
         shared,
         Pending::Prepare {
+            hash: p.hash,
             fingerprint: p.fingerprint,
             text: p.text,
             keyspace: p.keyspace,
@@ -725,6 +726,7 @@ async fn on_response(
             Ok(Some(env))
         }
         Pending::Prepare {
+            hash,
             fingerprint,
             text,
             keyspace,
@@ -732,7 +734,7 @@ async fn on_response(
             prepared(
                 &env,
                 shared.node,
-                fingerprint,
+                (hash, fingerprint),
                 text,
                 keyspace,
                 ctx,
@@ -748,8 +750,8 @@ async fn on_response(
         } => {
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
-                    for fp in used.with_id(&unknown) {
-                        ctx.cache.invalidate(shared.node, fp, &unknown);
+                    for hash in used.with_id(&unknown) {
+                        ctx.cache.invalidate(shared.node, hash, &unknown);
                     }
                     let pending = match topology {
                         Some(read) => Pending::Topology { stream, read },
@@ -759,8 +761,8 @@ async fn on_response(
                 }
             }
             let mut env = match &used {
-                Used::One { fingerprint, id } if env.header().version >= ProtocolVersion::V5 => {
-                    without_metadata_change(env, shared.node, *fingerprint, id, ctx)
+                Used::One { hash, id } if env.header().version >= ProtocolVersion::V5 => {
+                    without_metadata_change(env, shared.node, *hash, id, ctx)
                 }
                 _ => env,
             };
@@ -849,11 +851,12 @@ fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -
     }
 }
 
-/// Records the answer to the proxy's own PREPARE in the cache.
+/// Records the answer to the proxy's own PREPARE in the cache, under the shape's hash (with
+/// its MD5 fingerprint).
 fn prepared(
     env: &Envelope,
     node: u32,
-    fingerprint: [u8; 16],
+    (hash, fingerprint): (ShapeHash, [u8; 16]),
     text: String,
     keyspace: Option<String>,
     ctx: &Context,
@@ -876,6 +879,7 @@ fn prepared(
         }
         Some(PreparedEntry {
             text,
+            fingerprint,
             keyspace,
             id: Bytes::copy_from_slice(p.id),
             result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
@@ -889,13 +893,13 @@ fn prepared(
             // A normalized shape carries no literal values: safe to log.
             debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);
-            ctx.cache.prepared(node, fingerprint, e);
+            ctx.cache.prepared(node, hash, e);
         }
         None => {
             Metrics::inc(&ctx.metrics.prepares_failed);
-            ctx.shapes.prepare_failed(&fingerprint);
+            ctx.shapes.prepare_failed(hash);
             debug!("PREPARE of a shape failed; it passes through for a while");
-            ctx.cache.failed(node, fingerprint, "prepare failed", now);
+            ctx.cache.failed(node, hash, "prepare failed", now);
         }
     }
 }
@@ -906,7 +910,7 @@ fn prepared(
 fn without_metadata_change(
     env: Envelope,
     node: u32,
-    fingerprint: [u8; 16],
+    hash: ShapeHash,
     id: &[u8],
     ctx: &Context,
 ) -> Envelope {
@@ -947,7 +951,7 @@ fn without_metadata_change(
     }
     ctx.cache.update_result_metadata(
         node,
-        fingerprint,
+        hash,
         id,
         Bytes::copy_from_slice(new_id),
         Bytes::copy_from_slice(rows.metadata.columns.map_or(&[][..], |c| c.raw())),

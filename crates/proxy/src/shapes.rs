@@ -14,6 +14,7 @@
 
 use crate::rewrite::Decision;
 use autoprep_protocol::cql::lexer::tokenize;
+use autoprep_protocol::cql::normalize::{fingerprint, ShapeHash};
 use lru::LruCache;
 use serde::Serialize;
 use std::num::NonZeroUsize;
@@ -33,6 +34,7 @@ const REASON_SLOTS: usize = 6;
 /// The statistics of one shape, updated without a lock.
 #[derive(Debug)]
 pub struct ShapeStats {
+    /// MD5 of keyspace and canonical text, computed once when the shape is first seen.
     fingerprint: [u8; 16],
     /// The canonical text with inline constants redacted.
     text: Box<str>,
@@ -52,9 +54,9 @@ pub struct ShapeStats {
 pub type ShapeRef = Arc<ShapeStats>;
 
 impl ShapeStats {
-    fn new(fingerprint: [u8; 16], text: &str, keyspace: Option<&str>) -> ShapeStats {
+    fn new(text: &str, keyspace: Option<&str>) -> ShapeStats {
         ShapeStats {
-            fingerprint,
+            fingerprint: fingerprint(keyspace, text),
             text: redact(text).into(),
             keyspace: keyspace.map(Into::into),
             executions: AtomicU64::new(0),
@@ -144,10 +146,10 @@ pub struct ShapeSnapshot {
     pub latency_samples: u64,
 }
 
-/// The tracked shapes: a bounded LRU keyed by fingerprint.
+/// The tracked shapes: a bounded LRU keyed by the shape's hash in its keyspace.
 #[derive(Debug)]
 pub struct Shapes {
-    inner: Mutex<LruCache<[u8; 16], ShapeRef>>,
+    inner: Mutex<LruCache<ShapeHash, ShapeRef>>,
     evicted: AtomicU64,
 }
 
@@ -168,32 +170,40 @@ impl Shapes {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, LruCache<[u8; 16], ShapeRef>> {
+    fn lock(&self) -> MutexGuard<'_, LruCache<ShapeHash, ShapeRef>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Counts one QUERY of a shape and returns its counters. `text` is the normalizer's
-    /// canonical text; it is read (and redacted) only the first time the shape is seen.
-    pub fn enter(&self, fingerprint: [u8; 16], keyspace: Option<&str>, text: &str) -> ShapeRef {
-        let mut map = self.lock();
-        let shape = match map.get(&fingerprint) {
-            Some(s) => s.clone(),
+    /// canonical text; it is read (redacted, fingerprinted) only the first time the shape is
+    /// seen, and outside the lock.
+    pub fn enter(&self, hash: ShapeHash, keyspace: Option<&str>, text: &str) -> ShapeRef {
+        let known = self.lock().get(&hash).cloned();
+        let shape = match known {
+            Some(s) => s,
             None => {
-                let s = Arc::new(ShapeStats::new(fingerprint, text, keyspace));
-                if map.push(fingerprint, s.clone()).is_some() {
+                let s = Arc::new(ShapeStats::new(text, keyspace));
+                let mut map = self.lock();
+                // Another connection may have added it meanwhile: keep the first.
+                if let Some(first) = map.get(&hash) {
+                    let first = first.clone();
+                    drop(map);
+                    first.executions.fetch_add(1, Ordering::Relaxed);
+                    return first;
+                }
+                if map.push(hash, s.clone()).is_some() {
                     self.evicted.fetch_add(1, Ordering::Relaxed);
                 }
                 s
             }
         };
-        drop(map);
         shape.executions.fetch_add(1, Ordering::Relaxed);
         shape
     }
 
     /// Counts a failed PREPARE of a shape (if it is still tracked).
-    pub fn prepare_failed(&self, fingerprint: &[u8; 16]) {
-        if let Some(s) = self.lock().peek(fingerprint) {
+    pub fn prepare_failed(&self, hash: ShapeHash) {
+        if let Some(s) = self.lock().peek(&hash) {
             s.prepare_failures.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -267,8 +277,8 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn fp(n: u8) -> [u8; 16] {
-        [n; 16]
+    fn h(n: u64) -> ShapeHash {
+        ShapeHash(n)
     }
 
     #[test]
@@ -276,25 +286,25 @@ mod tests {
         let shapes = Shapes::new(10);
         let text = "INSERT INTO ts (k, v) VALUES (?, ?)";
         for _ in 0..3 {
-            let s = shapes.enter(fp(1), Some("ks"), text);
+            let s = shapes.enter(h(1), Some("ks"), text);
             s.rewritten();
             s.observe_latency(Duration::from_millis(2));
         }
-        let s = shapes.enter(fp(1), Some("ks"), "ignored once the shape is known");
+        let s = shapes.enter(h(1), Some("ks"), "ignored once the shape is known");
         s.passed_through("preparing");
         s.observe_latency(Duration::from_millis(6));
         shapes
-            .enter(fp(1), Some("ks"), text)
+            .enter(h(1), Some("ks"), text)
             .passed_through("not prepared yet");
-        shapes.prepare_failed(&fp(1));
-        shapes.prepare_failed(&fp(9)); // not tracked: ignored
+        shapes.prepare_failed(h(1));
+        shapes.prepare_failed(h(9)); // not tracked: ignored
 
         let top = shapes.top(10);
         assert_eq!(top.len(), 1);
         let t = &top[0];
         assert_eq!(t.text, text);
         assert_eq!(t.keyspace.as_deref(), Some("ks"));
-        assert_eq!(t.fingerprint, "01".repeat(16));
+        assert_eq!(t.fingerprint, hex(&fingerprint(Some("ks"), text)));
         assert_eq!(t.executions, 5);
         assert_eq!(t.rewritten, 3);
         assert_eq!(
@@ -313,7 +323,7 @@ mod tests {
     #[test]
     fn reasons_beyond_the_slots_count_as_other() {
         let shapes = Shapes::new(1);
-        let s = shapes.enter(fp(1), None, "SELECT * FROM t WHERE k = ?");
+        let s = shapes.enter(h(1), None, "SELECT * FROM t WHERE k = ?");
         let reasons = ["a", "b", "c", "d", "e", "f", "g", "h"];
         for r in reasons {
             s.passed_through(r);
@@ -329,16 +339,17 @@ mod tests {
     #[test]
     fn bounded_least_recently_executed_goes_first() {
         let shapes = Shapes::new(3);
+        let text = |i: u64| format!("SELECT * FROM t{i} WHERE k = ?");
         for i in 0..3 {
-            shapes.enter(fp(i), None, "SELECT * FROM t WHERE k = ?");
+            shapes.enter(h(i), None, &text(i));
         }
-        shapes.enter(fp(0), None, "SELECT * FROM t WHERE k = ?"); // 1 is now the oldest
-        shapes.enter(fp(7), None, "SELECT * FROM t WHERE k = ?");
+        shapes.enter(h(0), None, &text(0)); // 1 is now the oldest
+        shapes.enter(h(7), None, &text(7));
         assert_eq!(shapes.len(), 3);
         assert_eq!(shapes.evicted(), 1);
-        let fps: Vec<String> = shapes.top(10).into_iter().map(|s| s.fingerprint).collect();
-        assert_eq!(fps[0], "00".repeat(16), "most executed first");
-        assert!(!fps.contains(&"01".repeat(16)));
+        let texts: Vec<String> = shapes.top(10).into_iter().map(|s| s.text).collect();
+        assert_eq!(texts[0], text(0), "most executed first");
+        assert!(!texts.contains(&text(1)));
         assert_eq!(shapes.top(2).len(), 2);
     }
 
@@ -362,14 +373,14 @@ mod tests {
     #[test]
     fn outcome_of_a_decision() {
         let shapes = Shapes::new(2);
-        let s = shapes.enter(fp(1), None, "SELECT * FROM t WHERE k = ?");
+        let s = shapes.enter(h(1), None, "SELECT * FROM t WHERE k = ?");
         let pass = Decision::pass("excluded");
         record_outcome(Some(&s), &pass);
         record_outcome(None, &pass);
         let exec = Decision::Execute {
             frame: bytes::BytesMut::new(),
             used: crate::rewrite::Used::One {
-                fingerprint: fp(1),
+                hash: h(1),
                 id: bytes::Bytes::new(),
             },
         };

@@ -41,6 +41,7 @@ pub enum Pending {
     SchemaCheck(Box<crate::schema_agreement::Check>),
     /// The proxy's own PREPARE of a shape; its answer never reaches the client.
     Prepare {
+        hash: autoprep_cache::ShapeHash,
         fingerprint: [u8; 16],
         text: String,
         keyspace: Option<String>,
@@ -261,7 +262,11 @@ mod tests {
     #[test]
     fn tags_follow_the_request_and_survive_a_replay() {
         let shapes = crate::shapes::Shapes::new(4);
-        let shape = shapes.enter([1; 16], None, "SELECT * FROM t WHERE k = ?");
+        let shape = shapes.enter(
+            autoprep_cache::ShapeHash(1),
+            None,
+            "SELECT * FROM t WHERE k = ?",
+        );
         let mut t = StreamTable::new();
         let id = t.allocate_tagged(Pending::client(3), Some(shape)).unwrap();
         let (pending, tag) = t.release_tagged(id);

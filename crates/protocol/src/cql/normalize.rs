@@ -27,6 +27,13 @@
 //! tokens (none inside brackets, before commas, around dots of qualified names), upper-cases
 //! the keywords the normalizer recognizes, and keeps identifiers exactly as written. Two
 //! statements that differ only in replaced literal values give the same text byte for byte.
+//!
+//! # Two passes, one answer
+//! `fast.rs` normalizes the forms applications send over and over in one pass over the bytes,
+//! without a token vector, copying the canonical text from the statement in runs; it gives up
+//! on anything else, and `parser.rs` (tokens first, then recursive descent over the whole
+//! grammar) decides. Where the single pass answers, its answer is the parser's: checked by
+//! differential property tests (`differential_tests.rs`) and in the `normalize` fuzz target.
 
 mod canonical;
 mod constant;
@@ -34,12 +41,16 @@ mod cursor;
 #[cfg(test)]
 mod differential_tests;
 mod fast;
+mod lane;
 mod parser;
+mod terms;
 #[cfg(test)]
 mod tests;
 mod writer;
 
 use std::borrow::Cow;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 use md5::{Digest, Md5};
 use thiserror::Error;
@@ -149,20 +160,19 @@ impl Slot<'_> {
 }
 
 impl Shape<'_> {
-    /// MD5 of the keyspace bytes (if any) followed by the text: the fingerprint the cache keys
-    /// on, and how Cassandra derives a prepared id for an unqualified statement. A cache must
-    /// still compare the text and keyspace on a hit (as `autoprep-cache` does), so a collision
-    /// can only make a shape pass through, never run another statement.
+    /// MD5 of the keyspace bytes (if any) followed by the text: the shape's fingerprint, how
+    /// Cassandra derives a prepared id for an unqualified statement (see [`fingerprint`]).
     ///
-    /// About 1,400 instructions for a 150-byte text; a seeded 64-bit hash would take about 100,
-    /// should the hit path ever need it.
+    /// About 1,400 instructions for a 150-byte text: the hot path looks shapes up by
+    /// [`Shape::hash`] instead, and computes this only for a shape it has not seen.
     pub fn fingerprint(&self, keyspace: Option<&str>) -> [u8; 16] {
-        let mut h = Md5::new();
-        if let Some(ks) = keyspace {
-            h.update(ks.as_bytes());
-        }
-        h.update(self.text.as_bytes());
-        h.finalize().into()
+        fingerprint(keyspace, &self.text)
+    }
+
+    /// The key a cache files this shape under in `keyspace` (see [`ShapeHash`]).
+    #[inline]
+    pub fn hash(&self, keyspace: Option<&str>) -> ShapeHash {
+        ShapeHash::of(keyspace, &self.text)
     }
 
     /// How many slots are literals the normalizer replaced.
@@ -176,6 +186,40 @@ impl Shape<'_> {
     /// How many slots are the client's own markers (positional or named).
     pub fn client_marker_count(&self) -> usize {
         self.slots.len() - self.literal_count()
+    }
+}
+
+/// MD5 of the keyspace bytes (if any) followed by the shape text: the fingerprint of a shape.
+pub fn fingerprint(keyspace: Option<&str>, text: &str) -> [u8; 16] {
+    let mut h = Md5::new();
+    if let Some(ks) = keyspace {
+        h.update(ks.as_bytes());
+    }
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
+/// The key a cache files a shape under in a keyspace: a 64-bit hash of the keyspace and the
+/// text, seeded at random once per process.
+///
+/// A map key, not an identity: a cache must still compare the text and keyspace on a hit (as
+/// `autoprep-cache` does), so two shapes with the same hash can only make the second pass
+/// through, never run the other statement. The random seed keeps clients from choosing
+/// collisions (which MD5, the [`fingerprint`], would not), and the value means nothing outside
+/// the process. About 100 instructions for a 150-byte text, against 1,400 for MD5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ShapeHash(pub u64);
+
+impl ShapeHash {
+    /// The hash of `text` in `keyspace`.
+    pub fn of(keyspace: Option<&str>, text: &str) -> ShapeHash {
+        static SEED: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+        // Hashing the pair (each `str` with its terminator) keeps `("ab", "c")` and
+        // `("a", "bc")` apart.
+        ShapeHash(
+            SEED.get_or_init(Default::default)
+                .hash_one((keyspace, text)),
+        )
     }
 }
 

@@ -120,12 +120,55 @@ pub(crate) fn at(bytes: &[u8], i: usize) -> u8 {
 
 /// End of the run of bytes of class `class` starting at `i`.
 #[inline(always)]
-fn run_end(bytes: &[u8], i: usize, class: u8) -> usize {
+fn run_end(bytes: &[u8], mut i: usize, class: u8) -> usize {
+    // Eight bytes at a time: the end of the run is found without a branch per byte (a
+    // mispredicted loop exit per token costs more than the arithmetic).
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let outside = !swar::in_class(word, class) & swar::HIGH;
+        if outside != 0 {
+            return i + (outside.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
     let rest = bytes.get(i..).unwrap_or(&[]);
     i + rest
         .iter()
         .position(|&b| CLASS[usize::from(b)] & class == 0)
         .unwrap_or(rest.len())
+}
+
+/// Byte-class tests on eight bytes at once (SIMD within a register).
+mod swar {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;
+
+    /// The high bit of each byte of `x` (bytes below 0x80) set where `lo <= byte <= hi`.
+    #[inline(always)]
+    fn in_range(x: u64, lo: u8, hi: u8) -> u64 {
+        // Adding 0x80 - lo sets the high bit exactly when byte >= lo, adding 0x7F - hi sets it
+        // exactly when byte > hi; neither carries into the next byte for bytes below 0x80.
+        let ge_lo = x.wrapping_add(ONES * u64::from(0x80 - lo));
+        let gt_hi = x.wrapping_add(ONES * u64::from(0x7F - hi));
+        ge_lo & !gt_hi & HIGH
+    }
+
+    /// The high bit of each byte of `word` set where the byte is in `class` (`IDENT` or
+    /// `DIGIT` of [`super::CLASS`]).
+    #[inline(always)]
+    pub(super) fn in_class(word: u64, class: u8) -> u64 {
+        let ascii = !word & HIGH;
+        let x = word & !HIGH;
+        let digit = in_range(x, b'0', b'9');
+        if class == super::DIGIT {
+            return ascii & digit;
+        }
+        // Setting bit 5 maps upper-case letters onto lower-case ones (and no other byte into
+        // `a..=z`).
+        let letter = in_range(x | (ONES * 0x20), b'a', b'z');
+        let underscore = in_range(x, b'_', b'_');
+        ascii & (digit | letter | underscore)
+    }
 }
 
 /// Skips whitespace and comments from `pos`; the offset of the next token, or the length.
@@ -283,14 +326,12 @@ fn negative_word(bytes: &[u8], start: usize) -> Option<(TokenKind, usize)> {
 }
 
 /// An unquoted UUID at `start`, if the 36 bytes there have the 8-4-4-4-12 hex shape.
+#[inline(never)]
 fn uuid(bytes: &[u8], start: usize) -> Result<Option<(TokenKind, usize)>, LexError> {
     let Some(b) = bytes.get(start..start + 36) else {
         return Ok(None);
     };
-    let shape_ok = b.iter().enumerate().all(|(i, &c)| match i {
-        8 | 13 | 18 | 23 => c == b'-',
-        _ => c.is_ascii_hexdigit(),
-    });
+    let shape_ok = crate::uuid::parse(b).is_some();
     if !shape_ok {
         return Ok(None);
     }
@@ -459,14 +500,20 @@ pub(crate) fn scan_doubled_escapes(bytes: &[u8], start: usize, q: u8) -> Option<
 /// have their own kinds, every other word is an identifier.
 #[inline(always)]
 pub(crate) fn constant_word(w: &[u8]) -> TokenKind {
-    // Dispatch on the length and first letter before comparing whole words.
+    // Most words are none of the four: reject them on the length and first letter with plain
+    // comparisons (a jump table on the length mispredicts from one word to the next).
     let first = w.first().map_or(0, |b| b | 0x20);
-    match (w.len(), first) {
-        (4, b't') if w.eq_ignore_ascii_case(b"true") => TokenKind::Boolean,
-        (5, b'f') if w.eq_ignore_ascii_case(b"false") => TokenKind::Boolean,
-        (3, b'n') if w.eq_ignore_ascii_case(b"nan") => TokenKind::NaN,
-        (8, b'i') if w.eq_ignore_ascii_case(b"infinity") => TokenKind::Infinity,
-        _ => TokenKind::Ident,
+    let n = w.len();
+    if (n == 4 && first == b't' && w.eq_ignore_ascii_case(b"true"))
+        || (n == 5 && first == b'f' && w.eq_ignore_ascii_case(b"false"))
+    {
+        TokenKind::Boolean
+    } else if n == 3 && first == b'n' && w.eq_ignore_ascii_case(b"nan") {
+        TokenKind::NaN
+    } else if n == 8 && first == b'i' && w.eq_ignore_ascii_case(b"infinity") {
+        TokenKind::Infinity
+    } else {
+        TokenKind::Ident
     }
 }
 
@@ -516,4 +563,28 @@ fn is_iso_designators(w: &[u8]) -> bool {
         return false;
     }
     i == w.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eight_byte_runs_match_the_byte_table() {
+        // Every byte value at every position of a chunk, in runs of both classes.
+        for class in [IDENT, DIGIT] {
+            for b in 0..=255u8 {
+                for at in 0..12 {
+                    let fill = if class == IDENT { b'a' } else { b'7' };
+                    let mut bytes = vec![fill; 12];
+                    bytes[at] = b;
+                    let expected = bytes
+                        .iter()
+                        .position(|&c| CLASS[usize::from(c)] & class == 0)
+                        .unwrap_or(bytes.len());
+                    assert_eq!(run_end(&bytes, 0, class), expected, "{b:#x} at {at}");
+                }
+            }
+        }
+    }
 }

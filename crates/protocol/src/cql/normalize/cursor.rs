@@ -86,6 +86,11 @@ impl<'a> Cursor<'a> {
         Cursor { src, pos: 0 }
     }
 
+    /// A cursor at `pos` (a token boundary) of `src`.
+    pub(super) fn at(src: &'a str, pos: usize) -> Self {
+        Cursor { src, pos }
+    }
+
     /// The statement.
     #[inline(always)]
     pub(super) fn src(&self) -> &'a str {
@@ -228,6 +233,12 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(super) fn token(&mut self) -> FResult<Option<Span>> {
         self.peek()?;
+        self.token_here()
+    }
+
+    /// [`Self::token`] right after [`Self::peek`] (the position is at the token).
+    #[inline(always)]
+    pub(super) fn token_here(&mut self) -> FResult<Option<Span>> {
         if self.pos >= self.src.len() {
             return Ok(None);
         }

@@ -34,6 +34,12 @@ const COMMON: &[&str] = &[
     "BEGIN UNLOGGED BATCH USING TIMESTAMP 1 INSERT INTO t (a) VALUES (1); \
      UPDATE t SET b = 'x' WHERE a = 2 APPLY BATCH",
     "INSERT INTO t (a, b) VALUES (:x, 1) -- trailing comment\n",
+    // The canonical INSERT lane, whole and handing over to the single pass.
+    "INSERT INTO ks.t (a, \"B\", c, d) VALUES (1, ?, [1, 2], {'k': 2.5})",
+    "INSERT INTO t (a, b, c) VALUES (1, :x, 3)",
+    "INSERT INTO t (a, b, c) VALUES (:x, 'it''s', $$y$$)",
+    "INSERT INTO t (a, b) VALUES (null, -1) USING TTL 5;",
+    "INSERT INTO t (a, b) VALUES (1, 2 ) IF NOT EXISTS",
 ];
 
 #[test]

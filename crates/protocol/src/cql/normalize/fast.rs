@@ -9,17 +9,22 @@
 //! a function call, arithmetic, a tuple, a UDT literal, JSON, a lexing error — it gives up and
 //! [`super::parser`], which handles the whole grammar, decides.
 //!
+//! An INSERT written in the canonical layout first tries the lane of `lane.rs`, which reads
+//! its head without per-token bookkeeping.
+//!
 //! Contract: whenever it answers, the answer is exactly what [`super::parser`] gives for the
 //! same text (same shape text byte for byte, same slots, same kind). Each function below mirrors
 //! the parser function of the same name restricted to the constructs listed, and gives up
-//! wherever the parser would look further; the differential tests (`normalize/tests.rs`) and
-//! the `normalize` fuzz target check the contract.
+//! wherever the parser would look further; the differential tests (`differential_tests.rs`)
+//! and the `normalize` fuzz target check the contract.
 
 use std::borrow::Cow;
 
 use super::canonical::Piece;
 use super::constant::constant_literal;
 use super::cursor::{Cursor, FResult, GiveUp};
+use super::lane;
+use super::terms;
 use super::writer::RunWriter;
 use super::{Normalized, NotCandidate, Shape, Slot, StatementKind};
 use crate::cql::lexer::{scan, Span, Token, TokenKind};
@@ -232,22 +237,25 @@ impl<'a> Fast<'a> {
     /// The whole statement, with its trailing semicolons; its kind.
     fn statement(&mut self) -> FResult<StatementKind> {
         let first = self.c.peek_word()?.ok_or(GiveUp)?;
-        if first.kind != TokenKind::Ident {
+        // The kinds of `StatementKind::of_first_token` the single pass handles.
+        let kind = if self.c.is(first, "INSERT") {
+            self.insert()?;
+            StatementKind::Insert
+        } else if self.c.is(first, "UPDATE") {
+            self.update()?;
+            StatementKind::Update
+        } else if self.c.is(first, "SELECT") {
+            self.select()?;
+            StatementKind::Select
+        } else if self.c.is(first, "DELETE") {
+            self.delete()?;
+            StatementKind::Delete
+        } else if self.c.is(first, "BEGIN") {
+            self.batch()?;
+            StatementKind::Batch
+        } else {
             return Err(GiveUp);
-        }
-        let kind = StatementKind::of_first_token(Some(&Token {
-            kind: first.kind,
-            text: self.c.text(first.start, first.end),
-            offset: first.start,
-        }));
-        match kind {
-            StatementKind::Insert => self.insert()?,
-            StatementKind::Update => self.update()?,
-            StatementKind::Delete => self.delete()?,
-            StatementKind::Select => self.select()?,
-            StatementKind::Batch => self.batch()?,
-            StatementKind::Use | StatementKind::Other => return Err(GiveUp),
-        }
+        };
         // `statement ';'*`: trailing semicolons are not part of the shape.
         while self.c.single(b';')?.is_some() {}
         if !self.c.at_end()? || self.slots.len() > usize::from(u16::MAX) {
@@ -332,6 +340,26 @@ impl<'a> Fast<'a> {
 
     /// `INSERT INTO table '(' names ')' VALUES '(' terms ')'` and the modification tail.
     fn insert(&mut self) -> FResult<()> {
+        if self.c.pos() == 0 {
+            // A statement written in the canonical layout takes the lane.
+            if let Some(head) = lane::insert_head(self.c.src(), &mut self.slots) {
+                let literals = head.values - head.client_markers;
+                self.literals += u32::try_from(literals).map_err(|_| GiveUp)?;
+                self.positional = u16::try_from(head.client_markers).map_err(|_| GiveUp)?;
+                match head.stop {
+                    lane::Stop::Done(end) => {
+                        self.w.insert_head(head.prefix, head.values, end, true);
+                        self.c.set_pos(end);
+                    }
+                    lane::Stop::At(next) => {
+                        self.w.insert_head(head.prefix, head.values, next, false);
+                        self.c.set_pos(next);
+                        self.parenthesized(|p| p.value_term(true))?;
+                    }
+                }
+                return self.modification_tail();
+            }
+        }
         self.kw("INSERT")?;
         self.kw("INTO")?;
         self.table_name()?;
@@ -608,7 +636,7 @@ impl<'a> Fast<'a> {
             self.w.verbatim(close, close + 1, Piece::Close);
             return Ok(());
         }
-        let (items, end) = self.sequence(b')')?;
+        let (items, end) = terms::sequence(&mut self.c, b')')?;
         self.literal_slot(open, end, Literal::List(items));
         Ok(())
     }
@@ -625,13 +653,13 @@ impl<'a> Fast<'a> {
         match start {
             b'[' => {
                 self.c.set_pos(at + 1);
-                let (items, end) = self.sequence(b']')?;
+                let (items, end) = terms::sequence(&mut self.c, b']')?;
                 self.value_end()?;
                 self.literal_slot(at, end, Literal::List(items));
             }
             b'{' => {
                 self.c.set_pos(at + 1);
-                let (lit, end) = self.brace()?;
+                let (lit, end) = terms::brace(&mut self.c)?;
                 self.value_end()?;
                 self.literal_slot(at, end, lit);
             }
@@ -657,10 +685,10 @@ impl<'a> Fast<'a> {
                 self.literal_slot(at, end, Literal::String(value));
             }
             _ => {
-                let t = self.c.token()?.ok_or(GiveUp)?;
+                let t = self.c.token_here()?.ok_or(GiveUp)?;
                 let lit = self.literal(t).ok_or(GiveUp)?;
                 self.value_end()?;
-                if lit == Literal::Null && !null_ok {
+                if matches!(lit, Literal::Null) && !null_ok {
                     self.w.respell(t.end, "NULL", Piece::Word);
                 } else {
                     self.literal_slot(t.start, t.end, lit);
@@ -677,63 +705,5 @@ impl<'a> Fast<'a> {
             return Err(GiveUp);
         }
         Ok(())
-    }
-
-    /// One element of a collection or `IN` list: a constant other than `null`; moves past it.
-    #[inline(always)]
-    fn element(&mut self) -> FResult<Literal<'a>> {
-        let t = self.c.token()?.ok_or(GiveUp)?;
-        if !t.kind.is_constant() {
-            return Err(GiveUp);
-        }
-        self.literal(t).ok_or(GiveUp)
-    }
-
-    /// Elements up to `close` (the opening bracket passed), each followed by `,` or `close`;
-    /// the elements and the offset past `close`, having moved past it.
-    fn sequence(&mut self, close: u8) -> FResult<(Vec<Literal<'a>>, usize)> {
-        let mut items = Vec::new();
-        if let Some(at) = self.c.single(close)? {
-            return Ok((items, at + 1));
-        }
-        loop {
-            items.push(self.element()?);
-            if self.c.single(b',')?.is_some() {
-                continue;
-            }
-            let at = self.c.single(close)?.ok_or(GiveUp)?;
-            return Ok((items, at + 1));
-        }
-    }
-
-    /// `{}`, a set or a map of constants (a UDT literal goes to the parser), the `{` passed;
-    /// the literal and the offset past `}`, having moved past it.
-    fn brace(&mut self) -> FResult<(Literal<'a>, usize)> {
-        if let Some(at) = self.c.single(b'}')? {
-            return Ok((Literal::Map(Vec::new()), at + 1));
-        }
-        let first = self.element()?;
-        if self.c.single(b':')?.is_none() {
-            let mut items = vec![first];
-            loop {
-                if let Some(at) = self.c.single(b'}')? {
-                    return Ok((Literal::Set(items), at + 1));
-                }
-                self.c.single(b',')?.ok_or(GiveUp)?;
-                items.push(self.element()?);
-            }
-        }
-        let mut entries = Vec::new();
-        let mut key = first;
-        loop {
-            let value = self.element()?;
-            entries.push((key, value));
-            if let Some(at) = self.c.single(b'}')? {
-                return Ok((Literal::Map(entries), at + 1));
-            }
-            self.c.single(b',')?.ok_or(GiveUp)?;
-            key = self.element()?;
-            self.c.single(b':')?.ok_or(GiveUp)?;
-        }
     }
 }

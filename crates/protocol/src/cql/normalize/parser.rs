@@ -1,7 +1,7 @@
-//! The recursive-descent pass behind [`super::normalize`]: it walks the tokens of one DML
-//! statement following Cassandra's `Parser.g` closely enough to know, for each literal, whether
-//! it sits in a `value` position where a marker is equivalent, and writes the canonical text as
-//! it goes.
+//! The full parser behind [`super::normalize`], for every statement the single pass
+//! ([`super::fast`]) leaves to it: it walks the tokens of one DML statement following
+//! Cassandra's `Parser.g` closely enough to know, for each literal, whether it sits in a
+//! `value` position where a marker is equivalent, and writes the canonical text as it goes.
 //!
 //! Two scans do not emit: [`Parser::scan_term`] finds where a term ends and whether it is a
 //! plain value (constant, collection, tuple, UDT, marker, `null`) or anything more complex,

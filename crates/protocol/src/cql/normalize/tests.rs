@@ -707,6 +707,21 @@ fn fingerprint_depends_on_keyspace_and_text_only() {
 }
 
 #[test]
+fn hash_is_of_keyspace_and_text() {
+    let a = shape("SELECT a FROM t WHERE k = 1");
+    let b = shape("SELECT a FROM t WHERE k = 2");
+    assert_eq!(a.hash(Some("ks")), b.hash(Some("ks")));
+    assert_eq!(a.hash(None), ShapeHash::of(None, &a.text));
+    assert_ne!(a.hash(Some("ks")), a.hash(Some("other")));
+    assert_ne!(a.hash(Some("ks")), a.hash(None));
+    assert_ne!(
+        ShapeHash::of(Some("ab"), "c"),
+        ShapeHash::of(Some("a"), "bc")
+    );
+    assert_eq!(a.fingerprint(Some("ks")), fingerprint(Some("ks"), &a.text));
+}
+
+#[test]
 fn buffers_are_reused() {
     let mut text = String::new();
     let mut slots = Vec::new();

@@ -91,6 +91,33 @@ impl<'a> RunWriter<'a> {
         self.run_end = end;
     }
 
+    /// At the start of the text: the statement up to `prefix`, then `markers` markers
+    /// separated by `, `, as the canonical INSERT lane takes them; `end` is where the lane
+    /// stopped: past the `)` closing the values (`closed`), or at the next value, just after
+    /// `, ` (or at `prefix` when it took none).
+    pub(super) fn insert_head(&mut self, prefix: usize, markers: usize, end: usize, closed: bool) {
+        debug_assert!(self.out.is_empty() && self.last == Last::START);
+        self.out.push_str(self.src.get(..prefix).unwrap_or(""));
+        if markers > 0 {
+            self.out.push('?');
+        }
+        for _ in 1..markers {
+            self.out.push_str(", ?");
+        }
+        if closed {
+            self.out.push(')');
+            self.last = Last::after(Piece::Close);
+            (self.run_start, self.run_end) = (end, end);
+        } else if markers > 0 {
+            // The `,` after the last marker is the run; the space and the next value follow.
+            self.last = Last::after(Piece::Comma);
+            (self.run_start, self.run_end) = (end - 2, end - 1);
+        } else {
+            self.last = Last::after(Piece::Open);
+            (self.run_start, self.run_end) = (prefix, prefix);
+        }
+    }
+
     /// Appends `text` as `piece`, standing for no source text.
     pub(super) fn insert(&mut self, text: &str, piece: Piece) {
         self.put(text, piece);

@@ -49,53 +49,7 @@ pub(super) fn encode<'l>(
 
 /// Parses the 8-4-4-4-12 hex form (either case) into 16 bytes.
 pub(crate) fn parse_uuid(t: &str, ty: &ColumnType) -> Result<[u8; 16], EncodeError> {
-    let malformed = || unsupported(ty, "malformed uuid token");
-    let b = t.as_bytes();
-    if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
-        return Err(malformed());
-    }
-    // The 32 hex digits as four runs of eight (the middle groups are four and four).
-    let le = |at: usize, n: usize| -> u64 {
-        let mut w = [0u8; 8];
-        w[..n].copy_from_slice(&b[at..at + n]);
-        u64::from_le_bytes(w)
-    };
-    let runs = [
-        le(0, 8),
-        le(9, 4) | le(14, 4) << 32,
-        le(19, 4) | le(24, 4) << 32,
-        le(28, 8),
-    ];
-    let mut out = [0u8; 16];
-    for (o, run) in out.chunks_exact_mut(4).zip(runs) {
-        o.copy_from_slice(&hex8(run).ok_or_else(malformed)?);
-    }
-    Ok(out)
-}
-
-/// Eight ASCII hex digits (first digit in the low byte) to four bytes, or `None` if one is not
-/// a hex digit (SIMD within a register).
-fn hex8(x: u64) -> Option<[u8; 4]> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte below 0x80 set where lo <= byte <= hi (no carries between
-    // bytes: each sum stays below 0x100).
-    let in_range = |v: u64, lo: u8, hi: u8| {
-        v.wrapping_add(ONES * u64::from(0x80 - lo)) & !v.wrapping_add(ONES * u64::from(0x7F - hi))
-    };
-    let low7 = x & !HIGH;
-    // Setting bit 5 maps `A..=F` onto `a..=f` and no other byte into that range.
-    let hex = in_range(low7, b'0', b'9') | in_range(low7 | (ONES * 0x20), b'a', b'f');
-    if hex & !x & HIGH != HIGH {
-        return None;
-    }
-    // A digit's value is its low nibble; a letter's is its low nibble plus 9 (bit 6 set).
-    let nibbles = (x & (ONES * 0x0F)) + 9 * ((x >> 6) & ONES);
-    // Byte i becomes nibble i << 4 | nibble i+1; keep the even bytes and close the gaps.
-    let pairs = ((nibbles << 4) | (nibbles >> 8)) & 0x00FF_00FF_00FF_00FF;
-    let pairs = (pairs | (pairs >> 8)) & 0x0000_FFFF_0000_FFFF;
-    let pairs = (pairs | (pairs >> 16)) & 0xFFFF_FFFF;
-    Some((pairs as u32).to_le_bytes())
+    crate::uuid::parse(t.as_bytes()).ok_or_else(|| unsupported(ty, "malformed uuid token"))
 }
 
 /// `InetAddressType.fromString`: `''` is an empty value; IP literals convert to 4 or 16 bytes
@@ -167,58 +121,6 @@ mod tests {
         assert!(enc(Literal::String("00".into()), ColumnType::Blob)
             .unwrap_err()
             .server_rejects());
-    }
-
-    /// ASCII hex digit values; 0x80 marks a non-digit.
-    const HEX: [u8; 256] = {
-        let mut t = [0x80u8; 256];
-        let mut i = 0;
-        while i < 10 {
-            t[b'0' as usize + i] = i as u8;
-            i += 1;
-        }
-        let mut i = 0;
-        while i < 6 {
-            t[b'a' as usize + i] = 10 + i as u8;
-            t[b'A' as usize + i] = 10 + i as u8;
-            i += 1;
-        }
-        t
-    };
-
-    /// The byte-table decoding, as reference for [`hex8`].
-    fn hex8_reference(digits: [u8; 8]) -> Option<[u8; 4]> {
-        let mut out = [0u8; 4];
-        for (o, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-            let (hi, lo) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
-            if (hi | lo) & 0x80 != 0 {
-                return None;
-            }
-            *o = (hi << 4) | lo;
-        }
-        Some(out)
-    }
-
-    #[test]
-    fn hex8_matches_the_byte_table_for_every_byte_in_every_place() {
-        for b in 0..=255u8 {
-            for at in 0..8 {
-                let mut digits = *b"09afAF5c";
-                digits[at] = b;
-                assert_eq!(
-                    hex8(u64::from_le_bytes(digits)),
-                    hex8_reference(digits),
-                    "{b:#x} at {at}"
-                );
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn hex8_matches_the_byte_table(digits in proptest::array::uniform8(proptest::prelude::any::<u8>())) {
-            proptest::prop_assert_eq!(hex8(u64::from_le_bytes(digits)), hex8_reference(digits));
-        }
     }
 
     #[test]
