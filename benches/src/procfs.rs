@@ -45,6 +45,29 @@ pub fn process_syscalls(pid: u32) -> Option<u64> {
     Some(get("syscr:")? + get("syscw:")?)
 }
 
+/// Context switches (voluntary and involuntary) of every live thread of process `pid` so far,
+/// from /proc/PID/task/*/status, or `None` where those files are not readable. A process that
+/// sends and receives with `send`/`recv` (autoprep, through tokio) does not show in the
+/// read/write counts of [`process_syscalls`]; its wake-ups are what its system time follows.
+pub fn process_context_switches(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(status) = fs::read_to_string(task.ok()?.path().join("status")) else {
+            // A thread that ended since the listing.
+            continue;
+        };
+        for line in status.lines() {
+            if let Some(v) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += v.trim().parse::<u64>().ok()?;
+            }
+        }
+    }
+    Some(total)
+}
+
 /// Busy and total clock ticks of the whole machine (all CPUs), from the `cpu` line of /proc/stat.
 pub fn machine_ticks() -> Result<(u64, u64)> {
     let stat = fs::read_to_string("/proc/stat")?;
@@ -196,6 +219,7 @@ mod tests {
         std::hint::black_box(x);
         assert!(process_ticks(std::process::id()).unwrap() >= t0);
         assert!(process_syscalls(std::process::id()).is_some());
+        assert!(process_context_switches(std::process::id()).is_some());
         let (busy, total) = machine_ticks().unwrap();
         assert!(busy <= total && total > 0);
     }

@@ -201,7 +201,7 @@ impl Proxy {
 struct Sample {
     server: u64,
     server_sys: Option<u64>,
-    proxy_sys: Option<u64>,
+    proxy_cs: Option<u64>,
     proxy: Option<u64>,
     client: u64,
     machine_busy: u64,
@@ -225,7 +225,7 @@ struct Phase {
     prepared: f64,
     /// Read and write system calls of the server and of the proxy during the phase.
     server_syscalls: Option<u64>,
-    proxy_syscalls: Option<u64>,
+    proxy_switches: Option<u64>,
 }
 
 impl Phase {
@@ -259,7 +259,7 @@ impl Phase {
             "regular_statements": self.regular,
             "prepared_statements": self.prepared,
             "server_syscalls_per_op": self.server_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
-            "autoprep_syscalls_per_op": self.proxy_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
+            "autoprep_context_switches_per_op": self.proxy_switches.map(|n| n as f64 / s.ops.max(1) as f64),
         })
     }
 }
@@ -323,13 +323,13 @@ impl Bench {
             None => None,
         };
         let (machine_busy, machine_total) = procfs::machine_ticks()?;
-        let proxy_sys = self
+        let proxy_cs = self
             .proxy_of(mode)
-            .and_then(|p| procfs::process_syscalls(p.child.id()));
+            .and_then(|p| procfs::process_context_switches(p.child.id()));
         let s = Sample {
             server: procfs::process_ticks(self.server_pid)?,
             server_sys: procfs::process_syscalls(self.server_pid),
-            proxy_sys,
+            proxy_cs,
             proxy,
             client: procfs::process_ticks(std::process::id())?,
             machine_busy,
@@ -404,7 +404,7 @@ impl Bench {
             regular: after.regular - before.regular - 1.0,
             prepared: after.prepared - before.prepared,
             server_syscalls: after.server_sys.zip(before.server_sys).map(|(a, b)| a - b),
-            proxy_syscalls: after.proxy_sys.zip(before.proxy_sys).map(|(a, b)| a - b),
+            proxy_switches: after.proxy_cs.zip(before.proxy_cs).map(|(a, b)| a - b),
             stats,
         })
     }
@@ -474,7 +474,7 @@ struct Summary {
     regular_per_op: f64,
     prepared_per_op: f64,
     server_syscalls_per_op: f64,
-    proxy_syscalls_per_op: Option<f64>,
+    proxy_switches_per_op: Option<f64>,
 }
 
 fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
@@ -498,9 +498,9 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
             p.server_syscalls
                 .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
         }),
-        proxy_syscalls_per_op: phases.iter().all(|p| p.proxy_syscalls.is_some()).then(|| {
+        proxy_switches_per_op: phases.iter().all(|p| p.proxy_switches.is_some()).then(|| {
             m(&|p| {
-                p.proxy_syscalls
+                p.proxy_switches
                     .map_or(f64::NAN, |n| n as f64 / p.stats.ops.max(1) as f64)
             })
         }),
@@ -757,7 +757,7 @@ async fn main() -> Result<()> {
         "stmt/op",
         "stmt/op",
         "sysc/op",
-        "sysc/op",
+        "cs/op",
         ""
     );
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |u| format!("{u:.prec$}"));
@@ -775,11 +775,15 @@ async fn main() -> Result<()> {
             s.regular_per_op,
             s.prepared_per_op,
             opt(Some(s.server_syscalls_per_op).filter(|x| x.is_finite()), 2),
-            opt(s.proxy_syscalls_per_op, 2),
+            opt(s.proxy_switches_per_op, 2),
             s.errors
         );
     }
-    println!("(sysc/op: read and write system calls per operation, from /proc/PID/io)");
+    println!(
+        "(server sysc/op: read and write system calls per operation, from /proc/PID/io; \
+         autoprep cs/op: context switches of its threads per operation, from \
+         /proc/PID/task/*/status)"
+    );
 
     let has = |m: Mode| modes.contains(&m);
     let mut ratios = Vec::new();
@@ -946,7 +950,7 @@ async fn main() -> Result<()> {
                     "regular_statements_per_op": s.regular_per_op,
                     "prepared_statements_per_op": s.prepared_per_op,
                     "server_syscalls_per_op": s.server_syscalls_per_op,
-                    "autoprep_syscalls_per_op": s.proxy_syscalls_per_op,
+                    "autoprep_context_switches_per_op": s.proxy_switches_per_op,
                 })
             })
             .collect();
