@@ -44,16 +44,9 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("normalize");
-    for (name, q) in cases {
-        g.throughput(Throughput::Bytes(q.len() as u64));
-        g.bench_with_input(
-            BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
-            q,
-            |b, q| b.iter(|| normalize(black_box(q.as_bytes()))),
-        );
-    }
-    g.finish();
+    each(c, "normalize", &cases, |q| {
+        normalize(black_box(q.as_bytes())).ok()
+    });
 
     let mut g = c.benchmark_group("normalize_with");
     for (name, q) in cases {
@@ -78,34 +71,33 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("normalize+hash");
-    for (name, q) in cases {
-        g.throughput(Throughput::Bytes(q.len() as u64));
-        g.bench_with_input(
-            BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
-            q,
-            |b, q| {
-                b.iter(|| match normalize(black_box(q.as_bytes())) {
-                    Ok(Normalized::Shape(s)) => Some(s.hash(Some("metrics"))),
-                    _ => None,
-                })
-            },
-        );
-    }
-    g.finish();
+    each(c, "normalize+hash", &cases, |q| {
+        match normalize(black_box(q.as_bytes())) {
+            Ok(Normalized::Shape(s)) => Some(s.hash(Some("metrics"))),
+            _ => None,
+        }
+    });
+    each(c, "normalize+fingerprint", &cases, |q| {
+        match normalize(black_box(q.as_bytes())) {
+            Ok(Normalized::Shape(s)) => Some(s.fingerprint(Some("metrics"))),
+            _ => None,
+        }
+    });
+}
 
-    let mut g = c.benchmark_group("normalize+fingerprint");
-    for (name, q) in cases {
+/// One benchmark group running `f` on every case.
+fn each<'a, R>(
+    c: &mut Criterion,
+    group: &str,
+    cases: &[(&str, &'a str)],
+    f: impl Fn(&'a str) -> R,
+) {
+    let mut g = c.benchmark_group(group);
+    for &(name, q) in cases {
         g.throughput(Throughput::Bytes(q.len() as u64));
-        g.bench_with_input(
+        g.bench_function(
             BenchmarkId::from_parameter(format!("{name}/{}B", q.len())),
-            q,
-            |b, q| {
-                b.iter(|| match normalize(black_box(q.as_bytes())) {
-                    Ok(Normalized::Shape(s)) => Some(s.fingerprint(Some("metrics"))),
-                    _ => None,
-                })
-            },
+            |b| b.iter(|| f(q)),
         );
     }
     g.finish();
