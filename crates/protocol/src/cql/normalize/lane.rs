@@ -122,15 +122,39 @@ fn separator(b: &[u8], i: usize) -> Option<(usize, bool)> {
 }
 
 /// A name at `i` (a quoted identifier, or an identifier other than `null`); the offset past
-/// it.
-#[inline]
+/// it. `None` also where the byte after the word is `-`, which no name of the head is followed
+/// by (the lane gives up there either way).
+#[inline(always)]
 fn name(b: &[u8], i: usize) -> Option<usize> {
-    if b.get(i) == Some(&b'"') {
+    let first = *b.get(i)?;
+    if first == b'"' {
         return scan::scan_doubled(b, i, b'"');
     }
-    if !b.get(i)?.is_ascii_alphabetic() {
+    if !first.is_ascii_alphabetic() {
         return None;
     }
+    let end = scan::ident_end(b, i + 1);
+    // After a name the head wants `.`, ` ` , `,` or `)`: with a `-` next (a UUID such as
+    // `abcdef01-...`, or a word and a minus) the lane gives up whatever the word is.
+    if scan::at(b, end) == b'-' {
+        return None;
+    }
+    // Without a `-` next, `scan::word` can only make something else than an identifier of a
+    // word starting with `P` (an ISO duration) or of a constant word (`true`, `false`, `NaN`,
+    // `Infinity`: 3, 4, 5 or 8 letters starting with t, f, n or i); `null` has 4 and starts
+    // with n. Any other word is a name ending at `end`.
+    let constant_like =
+        matches!(first | 0x20, b't' | b'f' | b'n' | b'i') && matches!(end - i, 3 | 4 | 5 | 8);
+    if first == b'P' || constant_like {
+        return word_name(b, i);
+    }
+    Some(end)
+}
+
+/// [`name`] for the words it does not settle on their length and first letter: the lexer's
+/// classification in full.
+#[inline(never)]
+fn word_name(b: &[u8], i: usize) -> Option<usize> {
     let (kind, end) = scan::word(b, i).ok()?;
     let null = end - i == 4 && b[i..end].eq_ignore_ascii_case(b"null");
     (kind == TokenKind::Ident && !null).then_some(end)
