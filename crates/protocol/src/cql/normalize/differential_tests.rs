@@ -129,6 +129,51 @@ fn lane_names_agree() {
     }
 }
 
+#[test]
+fn lane_lists_agree() {
+    // Lists the canonical INSERT lane reads itself and those it leaves to the general path.
+    let lists = [
+        "[1, 2, 3]",
+        "[1]",
+        "[]",
+        "[ 1, 2]",
+        "[1 , 2]",
+        "[1,2]",
+        "[1,  2]",
+        "[1, 2 ]",
+        "[-1, -2.5, -NaN]",
+        "[--c\n1]",
+        "[1, --c\n2]",
+        "[/* c */1]",
+        "[1, /**/2]",
+        "[1, null]",
+        "[null]",
+        "[1, ?]",
+        "[1, c]",
+        "[1, [2]]",
+        "['a''b', 'c']",
+        "[1, 2] + [3]",
+        "[1, 2,]",
+        "[1, 2",
+        "[1,",
+        "[0x0A, 1h30m, P1D, true, NaN, -Infinity, 1e5]",
+        "[550e8400-e29b-41d4-a716-446655440000, 550e8400-e29b-41d4-a716-44665544000g]",
+        "[1, 2]3",
+        "[1 2]",
+        "[1, 'x]",
+        "[1, -]",
+        "[1, -1-2]",
+    ];
+    for l in lists {
+        agree(&format!("INSERT INTO t (a) VALUES ({l})"));
+        agree(&format!(
+            "INSERT INTO t (a, b) VALUES ({l}, {l}) USING TTL 5"
+        ));
+        agree(&format!("INSERT INTO t (a, b) VALUES (1, {l})"));
+    }
+    assert!(agree("INSERT INTO t (a, b) VALUES ([1, 2], ['x'])"));
+}
+
 /// A keyword in a random case.
 fn kw(word: &'static str) -> impl Strategy<Value = String> {
     prop_oneof![

@@ -177,10 +177,47 @@ fn value(src: &str, i: usize) -> Option<(Option<Literal<'_>>, usize)> {
 fn collection(src: &str, i: usize) -> Option<(Literal<'_>, usize)> {
     let mut c = Cursor::at(src, i + 1);
     if src.as_bytes().get(i) == Some(&b'[') {
+        if let Some((items, end)) = canonical_list(src, i) {
+            return Some((Literal::List(items), end));
+        }
         let (items, end) = terms::sequence(&mut c, b']').ok()?;
         return Some((Literal::List(items), end));
     }
     terms::brace(&mut c).ok()
+}
+
+/// A list of constants at `i` written canonically (`[e, e, ...]`: one `, ` between elements,
+/// nothing else between tokens): the elements and the offset past `]`. `None` leaves the list
+/// to [`terms::sequence`], which gives the same answer wherever this one gives one: each
+/// element is lexed by the same `scan::token` at the same offset (no trivia can come before
+/// it here) and must be a constant, as in [`terms::element`].
+#[inline(always)]
+fn canonical_list(src: &str, i: usize) -> Option<(Vec<Literal<'_>>, usize)> {
+    let b = src.as_bytes();
+    let mut j = i + 1;
+    let mut items = Vec::with_capacity(4);
+    loop {
+        // Whitespace, a comment or the end: the general path.
+        match scan::at(b, j) {
+            b' ' | b'\t' | b'\r' | b'\n' | b'/' | 0 => return None,
+            b'-' if scan::at(b, j + 1) == b'-' => return None,
+            _ => {}
+        }
+        let (kind, end) = scan::token(src, j).ok()?;
+        if !kind.is_constant() {
+            return None;
+        }
+        items.push(constant_literal(&Token {
+            kind,
+            text: src.get(j..end)?,
+            offset: j,
+        })?);
+        match (scan::at(b, end), scan::at(b, end + 1)) {
+            (b',', b' ') => j = end + 2,
+            (b']', _) => return Some((items, end + 1)),
+            _ => return None,
+        }
+    }
 }
 
 /// A constant or `null` at `i`; the literal and the offset past it.
