@@ -26,6 +26,52 @@ pub(crate) fn parse(b: &[u8]) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// True if `b` is a UUID in the 8-4-4-4-12 hex form (any case): exactly when [`parse`] gives
+/// `Some`, without decoding it (the lexer only needs the shape).
+#[inline]
+pub(crate) fn is_uuid(b: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let Ok(b) = <&[u8; 36]>::try_from(b) else {
+        return false;
+    };
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    // Bytes 8 and 13 are byte 0 and byte 5 of the word at 8; 18 and 23 are bytes 2 and 7 of
+    // the word at 16. Those must be dashes; they are checked as hex digits after being
+    // replaced by `0`.
+    const DASHES_8: u64 = 0x0000_FF00_0000_00FF;
+    const DASHES_16: u64 = 0xFF00_0000_00FF_0000;
+    const DASH: u64 = 0x2D2D_2D2D_2D2D_2D2D;
+    const ZERO: u64 = 0x3030_3030_3030_3030;
+    let (w8, w16) = (word(8), word(16));
+    let dashes = (w8 & DASHES_8) == (DASH & DASHES_8) && (w16 & DASHES_16) == (DASH & DASHES_16);
+    let w8 = (w8 & !DASHES_8) | (ZERO & DASHES_8);
+    let w16 = (w16 & !DASHES_16) | (ZERO & DASHES_16);
+    dashes
+        && hex_bytes(word(0))
+            & hex_bytes(w8)
+            & hex_bytes(w16)
+            & hex_bytes(word(24))
+            & hex_bytes(word(28))
+            == HIGH
+}
+
+/// The high bit of each byte of `x` set where the byte is an ASCII hex digit.
+#[inline(always)]
+fn hex_bytes(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let in_range = |v: u64, lo: u8, hi: u8| {
+        v.wrapping_add(ONES * u64::from(0x80 - lo)) & !v.wrapping_add(ONES * u64::from(0x7F - hi))
+    };
+    let low7 = x & !HIGH;
+    let hex = in_range(low7, b'0', b'9') | in_range(low7 | (ONES * 0x20), b'a', b'f');
+    hex & !x & HIGH
+}
+
 /// Eight ASCII hex digits (first digit in the low byte) to four bytes, or `None` if one is not
 /// a hex digit (SIMD within a register).
 fn hex8(x: u64) -> Option<[u8; 4]> {
@@ -104,6 +150,31 @@ mod tests {
         #[test]
         fn hex8_matches_the_byte_table(digits in proptest::array::uniform8(proptest::prelude::any::<u8>())) {
             proptest::prop_assert_eq!(hex8(u64::from_le_bytes(digits)), hex8_reference(digits));
+        }
+    }
+
+    #[test]
+    fn is_uuid_matches_parse_for_every_byte_in_every_place() {
+        let valid = *b"6BA7B810-9dad-11d1-80b4-00c04fd430c8";
+        for b in 0..=255u8 {
+            for at in 0..36 {
+                let mut text = valid;
+                text[at] = b;
+                assert_eq!(is_uuid(&text), parse(&text).is_some(), "{b:#x} at {at}");
+            }
+        }
+        for len in 0..40 {
+            let text: Vec<u8> = valid.iter().copied().cycle().take(len).collect();
+            assert_eq!(is_uuid(&text), parse(&text).is_some(), "length {len}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn is_uuid_matches_parse(
+            text in "[0-9a-fA-FgG-]{8}-?[0-9a-fA-F-]{4}-?[0-9a-fA-F]{4}[-_]?[0-9a-fA-F]{4}-?[0-9a-fA-F.]{12,13}"
+        ) {
+            proptest::prop_assert_eq!(is_uuid(text.as_bytes()), parse(text.as_bytes()).is_some());
         }
     }
 

@@ -138,10 +138,23 @@ fn run_end(bytes: &[u8], mut i: usize, class: u8) -> usize {
         .unwrap_or(rest.len())
 }
 
+/// End of the run of identifier bytes (`[A-Za-z0-9_]`) starting at `i`.
+#[inline(always)]
+pub(crate) fn ident_end(bytes: &[u8], i: usize) -> usize {
+    run_end(bytes, i, IDENT)
+}
+
 /// Byte-class tests on eight bytes at once (SIMD within a register).
 mod swar {
-    const ONES: u64 = 0x0101_0101_0101_0101;
+    pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
     pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;
+
+    /// The high bit set in the lowest zero byte of `x` (and maybe in higher bytes, zero or
+    /// not: only the lowest set bit is exact); 0 if no byte is zero.
+    #[inline(always)]
+    pub(super) fn zero_bytes(x: u64) -> u64 {
+        x.wrapping_sub(ONES) & !x & HIGH
+    }
 
     /// The high bit of each byte of `x` (bytes below 0x80) set where `lo <= byte <= hi`.
     #[inline(always)]
@@ -331,7 +344,7 @@ fn uuid(bytes: &[u8], start: usize) -> Result<Option<(TokenKind, usize)>, LexErr
     let Some(b) = bytes.get(start..start + 36) else {
         return Ok(None);
     };
-    let shape_ok = crate::uuid::parse(b).is_some();
+    let shape_ok = crate::uuid::is_uuid(b);
     if !shape_ok {
         return Ok(None);
     }
@@ -485,15 +498,28 @@ pub(crate) fn scan_doubled_escapes(bytes: &[u8], start: usize, q: u8) -> Option<
     let mut i = start + 1;
     let mut escaped = false;
     loop {
-        if *bytes.get(i)? == q {
-            if bytes.get(i + 1) != Some(&q) {
-                return Some((i + 1, escaped));
-            }
-            escaped = true;
-            i += 1;
+        i = find_byte(bytes, i, q)?;
+        if bytes.get(i + 1) != Some(&q) {
+            return Some((i + 1, escaped));
         }
-        i += 1;
+        escaped = true;
+        i += 2;
     }
+}
+
+/// The offset of the first byte `q` at or after `i`, eight bytes at a time.
+#[inline(always)]
+fn find_byte(bytes: &[u8], mut i: usize, q: u8) -> Option<usize> {
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let found = swar::zero_bytes(word ^ (swar::ONES * u64::from(q)));
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    let rest = bytes.get(i..)?;
+    rest.iter().position(|&b| b == q).map(|p| i + p)
 }
 
 /// The kind of an unquoted word: the constants `true`, `false`, `NaN`, `Infinity` (any case)
@@ -568,6 +594,62 @@ fn is_iso_designators(w: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-at-a-time scan, as reference for [`scan_doubled_escapes`].
+    fn scan_doubled_reference(bytes: &[u8], start: usize, q: u8) -> Option<(usize, bool)> {
+        let mut i = start + 1;
+        let mut escaped = false;
+        loop {
+            if *bytes.get(i)? == q {
+                if bytes.get(i + 1) != Some(&q) {
+                    return Some((i + 1, escaped));
+                }
+                escaped = true;
+                i += 1;
+            }
+            i += 1;
+        }
+    }
+
+    #[test]
+    fn doubled_quote_scan_matches_the_byte_loop() {
+        // Quotes, doubled quotes, NULs and high bytes at every place of inputs of every length
+        // up to past two chunks.
+        let alphabet = [b'\'', b'a', 0, 0x80, 0xA7, b'"'];
+        for len in 1..20 {
+            for seed in 0..600u32 {
+                let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(len as u32);
+                let mut bytes = vec![b'\''];
+                for _ in 1..len {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    bytes.push(alphabet[(x % alphabet.len() as u32) as usize]);
+                }
+                for q in [b'\'', b'"'] {
+                    assert_eq!(
+                        scan_doubled_escapes(&bytes, 0, q),
+                        scan_doubled_reference(&bytes, 0, q),
+                        "{bytes:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn doubled_quote_scan_matches(bytes in proptest::collection::vec(
+            proptest::sample::select(vec![b'\'', b'x', b'"', 0u8, 0xFF]), 0..40)
+        ) {
+            for q in [b'\'', b'"'] {
+                proptest::prop_assert_eq!(
+                    scan_doubled_escapes(&bytes, 0, q),
+                    scan_doubled_reference(&bytes, 0, q)
+                );
+            }
+        }
+    }
 
     #[test]
     fn eight_byte_runs_match_the_byte_table() {

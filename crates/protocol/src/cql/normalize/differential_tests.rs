@@ -72,6 +72,108 @@ fn corpus_agrees() {
     );
 }
 
+#[test]
+fn lane_names_agree() {
+    // Names the canonical INSERT lane settles on their length and first letter, and the words
+    // it leaves to the lexer, in every place of a canonical head.
+    let names = [
+        "humidity",
+        "Humidity",
+        "infinity",
+        "Infinity",
+        "INFINITE",
+        "infinit",
+        "nan",
+        "NaN",
+        "nul",
+        "null",
+        "NULL",
+        "nulls",
+        "true",
+        "True",
+        "tru",
+        "truth",
+        "false",
+        "FALSE",
+        "falsy",
+        "fals",
+        "P1D",
+        "PT1H",
+        "P1Y2M",
+        "Pxyz",
+        "PT",
+        "P",
+        "p1d",
+        "deadbeef",
+        "deadbeef-dead-beef-dead-beefdeadbeef",
+        "c-1",
+        "t",
+        "tt",
+        "ttt_",
+        "i2345678",
+        "abcdefgh",
+        "abcdefghi",
+        "\"Q\"",
+    ];
+    for n in names {
+        for src in [
+            format!("INSERT INTO {n} (a, b) VALUES (1, 'x')"),
+            format!("INSERT INTO {n}.t (a, b) VALUES (1, 'x')"),
+            format!("INSERT INTO ks.{n} (a, b) VALUES (1, 'x')"),
+            format!("INSERT INTO t ({n}, b) VALUES (1, 'x')"),
+            format!("INSERT INTO t (a, {n}) VALUES (1, 'x')"),
+            format!("INSERT INTO t ({n}) VALUES ([1, 2])"),
+        ] {
+            agree(&src);
+        }
+    }
+}
+
+#[test]
+fn lane_lists_agree() {
+    // Lists the canonical INSERT lane reads itself and those it leaves to the general path.
+    let lists = [
+        "[1, 2, 3]",
+        "[1]",
+        "[]",
+        "[ 1, 2]",
+        "[1 , 2]",
+        "[1,2]",
+        "[1,  2]",
+        "[1, 2 ]",
+        "[-1, -2.5, -NaN]",
+        "[--c\n1]",
+        "[1, --c\n2]",
+        "[/* c */1]",
+        "[1, /**/2]",
+        "[1, null]",
+        "[null]",
+        "[1, ?]",
+        "[1, c]",
+        "[1, [2]]",
+        "['a''b', 'c']",
+        "[1, 2] + [3]",
+        "[1, 2,]",
+        "[1, 2",
+        "[1,",
+        "[0x0A, 1h30m, P1D, true, NaN, -Infinity, 1e5]",
+        "[550e8400-e29b-41d4-a716-446655440000, 550e8400-e29b-41d4-a716-44665544000g]",
+        "[1, 2]3",
+        "[1 2]",
+        "[1, 'x]",
+        "[1, -]",
+        "[1, -1-2]",
+    ];
+    for l in lists {
+        agree(&format!("INSERT INTO t (a) VALUES ({l})"));
+        agree(&format!(
+            "INSERT INTO t (a, b) VALUES ({l}, {l}) USING TTL 5"
+        ));
+        agree(&format!("INSERT INTO t (a, b) VALUES (1, {l})"));
+    }
+    assert!(agree("INSERT INTO t (a, b) VALUES ([1, 2], ['x'])"));
+}
+
 /// A keyword in a random case.
 fn kw(word: &'static str) -> impl Strategy<Value = String> {
     prop_oneof![
@@ -106,6 +208,11 @@ fn name() -> impl Strategy<Value = String> {
         1 => Just("true".to_owned()),
         1 => Just("PT1H".to_owned()),
         1 => Just("deadbeef-dead-beef-dead-beefdeadbeef".to_owned()),
+        // Words the lexer may classify as something else than an identifier, by their
+        // length and first letter (the lane settles other words without the lexer).
+        4 => "[tfniPT][a-zA-Z0-9_]{2,7}",
+        1 => "[0-9a-fA-F]{8}",
+        1 => Just("c-1".to_owned()),
     ]
 }
 

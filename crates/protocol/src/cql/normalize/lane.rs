@@ -122,15 +122,39 @@ fn separator(b: &[u8], i: usize) -> Option<(usize, bool)> {
 }
 
 /// A name at `i` (a quoted identifier, or an identifier other than `null`); the offset past
-/// it.
-#[inline]
+/// it. `None` also where the byte after the word is `-`, which no name of the head is followed
+/// by (the lane gives up there either way).
+#[inline(always)]
 fn name(b: &[u8], i: usize) -> Option<usize> {
-    if b.get(i) == Some(&b'"') {
+    let first = *b.get(i)?;
+    if first == b'"' {
         return scan::scan_doubled(b, i, b'"');
     }
-    if !b.get(i)?.is_ascii_alphabetic() {
+    if !first.is_ascii_alphabetic() {
         return None;
     }
+    let end = scan::ident_end(b, i + 1);
+    // After a name the head wants `.`, ` ` , `,` or `)`: with a `-` next (a UUID such as
+    // `abcdef01-...`, or a word and a minus) the lane gives up whatever the word is.
+    if scan::at(b, end) == b'-' {
+        return None;
+    }
+    // Without a `-` next, `scan::word` can only make something else than an identifier of a
+    // word starting with `P` (an ISO duration) or of a constant word (`true`, `false`, `NaN`,
+    // `Infinity`: 3, 4, 5 or 8 letters starting with t, f, n or i); `null` has 4 and starts
+    // with n. Any other word is a name ending at `end`.
+    let constant_like =
+        matches!(first | 0x20, b't' | b'f' | b'n' | b'i') && matches!(end - i, 3 | 4 | 5 | 8);
+    if first == b'P' || constant_like {
+        return word_name(b, i);
+    }
+    Some(end)
+}
+
+/// [`name`] for the words it does not settle on their length and first letter: the lexer's
+/// classification in full.
+#[inline(never)]
+fn word_name(b: &[u8], i: usize) -> Option<usize> {
     let (kind, end) = scan::word(b, i).ok()?;
     let null = end - i == 4 && b[i..end].eq_ignore_ascii_case(b"null");
     (kind == TokenKind::Ident && !null).then_some(end)
@@ -153,10 +177,47 @@ fn value(src: &str, i: usize) -> Option<(Option<Literal<'_>>, usize)> {
 fn collection(src: &str, i: usize) -> Option<(Literal<'_>, usize)> {
     let mut c = Cursor::at(src, i + 1);
     if src.as_bytes().get(i) == Some(&b'[') {
+        if let Some((items, end)) = canonical_list(src, i) {
+            return Some((Literal::List(items), end));
+        }
         let (items, end) = terms::sequence(&mut c, b']').ok()?;
         return Some((Literal::List(items), end));
     }
     terms::brace(&mut c).ok()
+}
+
+/// A list of constants at `i` written canonically (`[e, e, ...]`: one `, ` between elements,
+/// nothing else between tokens): the elements and the offset past `]`. `None` leaves the list
+/// to [`terms::sequence`], which gives the same answer wherever this one gives one: each
+/// element is lexed by the same `scan::token` at the same offset (no trivia can come before
+/// it here) and must be a constant, as in [`terms::element`].
+#[inline(always)]
+fn canonical_list(src: &str, i: usize) -> Option<(Vec<Literal<'_>>, usize)> {
+    let b = src.as_bytes();
+    let mut j = i + 1;
+    let mut items = Vec::with_capacity(4);
+    loop {
+        // Whitespace, a comment or the end: the general path.
+        match scan::at(b, j) {
+            b' ' | b'\t' | b'\r' | b'\n' | b'/' | 0 => return None,
+            b'-' if scan::at(b, j + 1) == b'-' => return None,
+            _ => {}
+        }
+        let (kind, end) = scan::token(src, j).ok()?;
+        if !kind.is_constant() {
+            return None;
+        }
+        items.push(constant_literal(&Token {
+            kind,
+            text: src.get(j..end)?,
+            offset: j,
+        })?);
+        match (scan::at(b, end), scan::at(b, end + 1)) {
+            (b',', b' ') => j = end + 2,
+            (b']', _) => return Some((items, end + 1)),
+            _ => return None,
+        }
+    }
 }
 
 /// A constant or `null` at `i`; the literal and the offset past it.

@@ -10,6 +10,14 @@ use super::canonical::{space_after, Last, Piece};
 /// token starts a new run (the text before it in the statement does not follow the output).
 const DETACHED: usize = usize::MAX - 1;
 
+/// 64 markers as the canonical INSERT lane writes them: `?, ?, ..., ?`.
+const MARKERS: &str = concat!(
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+);
+
 /// Canonical text under construction, over the statement `src`.
 pub(super) struct RunWriter<'a> {
     src: &'a str,
@@ -98,11 +106,15 @@ impl<'a> RunWriter<'a> {
     pub(super) fn insert_head(&mut self, prefix: usize, markers: usize, end: usize, closed: bool) {
         debug_assert!(self.out.is_empty() && self.last == Last::START);
         self.out.push_str(self.src.get(..prefix).unwrap_or(""));
-        if markers > 0 {
-            self.out.push('?');
-        }
-        for _ in 1..markers {
-            self.out.push_str(", ?");
+        // `?, ?, ...` copied at once from a ready-made run when it is long enough.
+        match MARKERS.get(..(3 * markers).saturating_sub(2)) {
+            Some(run) => self.out.push_str(run),
+            None => {
+                self.out.push('?');
+                for _ in 1..markers {
+                    self.out.push_str(", ?");
+                }
+            }
         }
         if closed {
             self.out.push(')');
@@ -178,6 +190,20 @@ mod tests {
         w.marker(29);
         w.insert(";", Piece::Semi);
         assert_eq!(w.finish(), "SELECT a, b FROM t WHERE k = ?;");
+    }
+
+    #[test]
+    fn insert_head_writes_any_number_of_markers() {
+        assert_eq!(MARKERS.len(), 3 * 64 - 2);
+        for markers in 0..70 {
+            let values = vec!["1"; markers].join(", ");
+            let src = format!("INSERT INTO t (a) VALUES ({values})");
+            let prefix = "INSERT INTO t (a) VALUES (".len();
+            let mut w = RunWriter::new(&src, String::new());
+            w.insert_head(prefix, markers, src.len(), true);
+            let expected = vec!["?"; markers].join(", ");
+            assert_eq!(w.finish(), format!("INSERT INTO t (a) VALUES ({expected})"));
+        }
     }
 
     #[test]
