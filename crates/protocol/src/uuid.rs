@@ -64,10 +64,13 @@ pub(crate) fn is_uuid(b: &[u8]) -> bool {
 fn hex_bytes(x: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte below 0x80 set where lo <= byte <= hi (no carries between
+    // bytes: each sum stays below 0x100).
     let in_range = |v: u64, lo: u8, hi: u8| {
         v.wrapping_add(ONES * u64::from(0x80 - lo)) & !v.wrapping_add(ONES * u64::from(0x7F - hi))
     };
     let low7 = x & !HIGH;
+    // Setting bit 5 maps `A..=F` onto `a..=f` and no other byte into that range.
     let hex = in_range(low7, b'0', b'9') | in_range(low7 | (ONES * 0x20), b'a', b'f');
     hex & !x & HIGH
 }
@@ -77,15 +80,7 @@ fn hex_bytes(x: u64) -> u64 {
 fn hex8(x: u64) -> Option<[u8; 4]> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte below 0x80 set where lo <= byte <= hi (no carries between
-    // bytes: each sum stays below 0x100).
-    let in_range = |v: u64, lo: u8, hi: u8| {
-        v.wrapping_add(ONES * u64::from(0x80 - lo)) & !v.wrapping_add(ONES * u64::from(0x7F - hi))
-    };
-    let low7 = x & !HIGH;
-    // Setting bit 5 maps `A..=F` onto `a..=f` and no other byte into that range.
-    let hex = in_range(low7, b'0', b'9') | in_range(low7 | (ONES * 0x20), b'a', b'f');
-    if hex & !x & HIGH != HIGH {
+    if hex_bytes(x) != HIGH {
         return None;
     }
     // A digit's value is its low nibble; a letter's is its low nibble plus 9 (bit 6 set).
