@@ -19,7 +19,7 @@ use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::topology;
 use crate::writer::{self, Out};
-use crate::{tls, upstream};
+use crate::{socket, tls, upstream};
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::envelope::{
@@ -151,8 +151,8 @@ async fn serve(client: TcpStream, ctx: &Context) {
         }
     };
     debug!(node = picked.node, upstream = %picked.addr, "connected upstream");
-    let (client_rd, client_wr) = client.into_split();
-    let (upstream_rd, upstream_wr) = upstream.into_split();
+    let (client_rd, client_wr) = socket::into_split(client);
+    let (upstream_rd, upstream_wr) = socket::into_split(upstream);
     let (to_client, client_rx) = mpsc::channel(CHANNEL_DEPTH);
     let (to_upstream, upstream_rx) = mpsc::channel(CHANNEL_DEPTH);
     let sent = Some(ctx.metrics.bytes_to_clients.clone());

@@ -4,7 +4,7 @@
 //! rustls with the `ring` provider; TLS 1.2 and 1.3.
 
 use crate::config::Config;
-use crate::socket::Socket;
+use crate::socket::{self, Socket};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -176,7 +176,7 @@ impl ClientTls {
     /// Runs the server side of a client's handshake (at most [`HANDSHAKE_TIMEOUT`]).
     pub async fn accept(&self, sock: TcpStream) -> std::io::Result<Socket> {
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(sock)).await {
-            Ok(Ok(tls)) => Ok(Socket::Tls(Box::new(tls.into()))),
+            Ok(Ok(tls)) => Ok(socket::tls(tls.into())),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -190,7 +190,7 @@ impl ClientTls {
 pub async fn accept(tls: Option<&ClientTls>, sock: TcpStream) -> std::io::Result<Socket> {
     match tls {
         Some(t) => t.accept(sock).await,
-        None => Ok(Socket::Tcp(sock)),
+        None => Ok(socket::plain(sock)),
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::contact_points::{self, Picked};
 use crate::context::Context;
-use crate::socket::Socket;
+use crate::socket::{self, Socket};
 use crate::tls::{self, TlsError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -218,7 +218,7 @@ pub async fn connect_to(
                 })?;
             let _ = sock.set_nodelay(true);
             let Some(tls) = tls else {
-                return Ok(Socket::Tcp(sock));
+                return Ok(socket::plain(sock));
             };
             let name = tls
                 .server_name_for(addr)
@@ -232,7 +232,7 @@ pub async fn connect_to(
                     source,
                 }
             })?;
-            Ok(Socket::Tls(Box::new(stream.into())))
+            Ok(socket::tls(stream.into()))
         };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(r) => r,

@@ -1,7 +1,8 @@
 //! The lexer as it was before its rewrite for speed, kept as the oracle of a differential
-//! property test (`tests.rs`): both must give the same tokens and errors on any input.
-#![allow(dead_code)]
+//! property test (`tests.rs`): both must give the same tokens and errors on any input. The
+//! check of ISO 8601 designator durations was not rewritten; both lexers share it.
 
+use super::scan::is_iso_designators;
 use super::{LexError, Token, TokenKind};
 
 /// The reference lexer's state.
@@ -511,52 +512,4 @@ fn constant_word(w: &str) -> TokenKind {
         (8, b'i') if w.eq_ignore_ascii_case("infinity") => TokenKind::Infinity,
         _ => TokenKind::Ident,
     }
-}
-
-/// True if `w` (starting with `P`) is an ISO 8601 designator duration: `P<n>W`, or
-/// `P[<n>Y][<n>M][<n>D][T[<n>H][<n>M][<n>S]]` with at least one part on each side used.
-fn is_iso_designators(w: &[u8]) -> bool {
-    // Parses `(<digits><designator>)*` with designators in the given order; returns the
-    // offset reached and how many parts were read.
-    fn parts(w: &[u8], mut i: usize, designators: &[u8]) -> Option<(usize, usize)> {
-        let mut next = 0;
-        let mut count = 0;
-        loop {
-            let digits_start = i;
-            while w.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-            if i == digits_start {
-                return Some((i, count));
-            }
-            let d = *w.get(i)?;
-            let found = designators.get(next..)?.iter().position(|&x| x == d)?;
-            next += found + 1;
-            count += 1;
-            i += 1;
-        }
-    }
-    if w.first() != Some(&b'P') {
-        return false;
-    }
-    if let Some((i, 1)) = parts(w, 1, b"W") {
-        if i == w.len() {
-            return true;
-        }
-    }
-    let Some((mut i, period)) = parts(w, 1, b"YMD") else {
-        return false;
-    };
-    if w.get(i) == Some(&b'T') {
-        let Some((j, time)) = parts(w, i + 1, b"HMS") else {
-            return false;
-        };
-        if time == 0 {
-            return false;
-        }
-        i = j;
-    } else if period == 0 {
-        return false;
-    }
-    i == w.len()
 }

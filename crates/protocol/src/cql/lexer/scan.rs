@@ -545,7 +545,7 @@ pub(crate) fn constant_word(w: &[u8]) -> TokenKind {
 
 /// True if `w` (starting with `P`) is an ISO 8601 designator duration: `P<n>W`, or
 /// `P[<n>Y][<n>M][<n>D][T[<n>H][<n>M][<n>S]]` with at least one part on each side used.
-fn is_iso_designators(w: &[u8]) -> bool {
+pub(super) fn is_iso_designators(w: &[u8]) -> bool {
     // Parses `(<digits><designator>)*` with designators in the given order; returns the
     // offset reached and how many parts were read.
     fn parts(w: &[u8], mut i: usize, designators: &[u8]) -> Option<(usize, usize)> {

@@ -24,6 +24,7 @@ use super::canonical::Piece;
 use super::constant::constant_literal;
 use super::cursor::{Cursor, FResult, GiveUp};
 use super::lane;
+use super::parser::is_relop;
 use super::terms;
 use super::writer::RunWriter;
 use super::{Normalized, NotCandidate, Shape, Slot, StatementKind};
@@ -69,19 +70,6 @@ pub(super) fn normalize<'a>(
             Err((text, slots))
         }
     }
-}
-
-#[inline]
-fn is_relop(k: TokenKind) -> bool {
-    matches!(
-        k,
-        TokenKind::Eq
-            | TokenKind::Ne
-            | TokenKind::Lt
-            | TokenKind::Le
-            | TokenKind::Gt
-            | TokenKind::Ge
-    )
 }
 
 struct Fast<'a> {

@@ -192,8 +192,9 @@ fn use_statement(src: &str, toks: &[Token<'_>]) -> NotCandidate {
     }
 }
 
+/// A comparison operator of a relation (`=`, `!=`, `<`, `<=`, `>`, `>=`).
 #[inline]
-fn is_relop(k: TokenKind) -> bool {
+pub(super) fn is_relop(k: TokenKind) -> bool {
     matches!(
         k,
         TokenKind::Eq

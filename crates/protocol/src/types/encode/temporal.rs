@@ -199,55 +199,7 @@ fn parse_datetime(s: &[u8], ty: &ColumnType, opts: &EncodeOptions) -> Result<i64
     if let Some(ms) = common::timestamp(s, opts) {
         return Ok(ms);
     }
-    if let Some(ms) = parse_datetime_fixed(s, ty, opts) {
-        return ms;
-    }
     parse_datetime_general(s, ty, opts)
-}
-
-/// Fast path for the usual `yyyy-MM-dd(T| )HH:mm:ss[.f..][zone]` layout with two-digit fields:
-/// the same result as the general parser, or `None` to let it decide.
-fn parse_datetime_fixed(
-    s: &[u8],
-    ty: &ColumnType,
-    opts: &EncodeOptions,
-) -> Option<Result<i64, EncodeError>> {
-    if s.len() < 19
-        || s[4] != b'-'
-        || s[7] != b'-'
-        || !matches!(s[10], b'T' | b' ')
-        || s[13] != b':'
-        || s[16] != b':'
-        || s.get(19).is_some_and(u8::is_ascii_digit)
-    {
-        return None;
-    }
-    let mut v = [0u64; 6];
-    for (k, (at, width)) in [(0usize, 4usize), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2)]
-        .into_iter()
-        .enumerate()
-    {
-        for &c in &s[at..at + width] {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            v[k] = v[k] * 10 + u64::from(d);
-        }
-    }
-    let [year, month, day, hour, minute, second] = v;
-    let mut c = Cur { b: s, i: 19 };
-    let mut millis = 0;
-    if c.eat(b'.') {
-        let (_, n) = c.digits(0, 9)?;
-        millis = floor_millis(&c.b[c.i - n..c.i]);
-    }
-    Some(finish_datetime(
-        [year, month, day, hour, minute, second, millis],
-        c.rest(),
-        ty,
-        opts,
-    ))
 }
 
 /// Validates the fields the way Java's SMART resolver does and converts them.
@@ -855,11 +807,7 @@ mod tests {
 
     /// The general conversion alone, without the fast path for the usual layout.
     fn general(s: &str, opts: &EncodeOptions) -> Result<i64, EncodeError> {
-        let ty = ColumnType::Timestamp;
-        match parse_datetime_fixed(s.as_bytes(), &ty, opts) {
-            Some(r) => r,
-            None => parse_datetime_general(s.as_bytes(), &ty, opts),
-        }
+        parse_datetime_general(s.as_bytes(), &ColumnType::Timestamp, opts)
     }
 
     /// Timestamps in and around the usual layout, valid or not.
