@@ -1,10 +1,10 @@
 //! The whole cache-hit path of the rewrite: normalize a 5-column INSERT QUERY, look the shape
 //! up in the shared cache, encode the literals for the prepared types, build the EXECUTE.
 
-use autoprep::rewrite::{decide, Decision};
+use autoprep::rewrite::Decision;
 use autoprep_benches::fixtures;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn hit_path(c: &mut Criterion) {
     let (ctx, header, body) = fixtures::hit_path();
@@ -14,16 +14,7 @@ fn hit_path(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("cache_hit_5_column_insert", |b| {
         b.iter(|| {
-            let d = decide(
-                &ctx,
-                autoprep::rewrite::NODE,
-                &header,
-                &body,
-                None,
-                Instant::now(),
-                &mut scratch,
-                &mut None,
-            );
+            let d = fixtures::hit(&ctx, &header, &body, &mut scratch);
             assert!(matches!(d, Decision::Execute { .. }));
             d
         })

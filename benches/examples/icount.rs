@@ -8,7 +8,7 @@
 //! `normalize_1k_reused` (into the buffers of the previous shape, as the proxy does), and
 //! `lex_150b` (tokens only).
 
-use autoprep::rewrite::{decide, Decision};
+use autoprep::rewrite::Decision;
 use autoprep_benches::fixtures::{self, statement_1k, INSERT_150};
 use autoprep_protocol::cql::normalize::{
     normalize, normalize_with, recycle_slots, Normalized, Slot,
@@ -81,16 +81,7 @@ fn run_hit_path(n: usize) {
     let (ctx, header, body) = fixtures::hit_path();
     let mut scratch = autoprep::rewrite::Scratch::default();
     for _ in 0..n {
-        let d = decide(
-            &ctx,
-            autoprep::rewrite::NODE,
-            &header,
-            black_box(&body),
-            None,
-            Instant::now(),
-            &mut scratch,
-            &mut None,
-        );
+        let d = fixtures::hit(&ctx, &header, black_box(&body), &mut scratch);
         assert!(matches!(d, Decision::Execute { .. }));
         black_box(d);
     }

@@ -3,13 +3,14 @@
 
 use autoprep::config::Config;
 use autoprep::context::Context;
-use autoprep::rewrite::NODE;
+use autoprep::rewrite::{decide, Decision, Scratch, NODE};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::envelope::{Direction, Flags, Header, Opcode, ProtocolVersion, StreamId};
-use autoprep_protocol::message::query::{encode_query, QueryParams};
+use autoprep_protocol::message::query::{encode_query, QueryParams, QueryRequest};
 use autoprep_protocol::types::ColumnType;
 use bytes::Bytes;
+use std::time::Instant;
 
 /// A 5-column time-series INSERT of about 150 bytes (the normalize budget's statement).
 pub const INSERT_150: &str =
@@ -89,4 +90,22 @@ pub fn hit_path() -> (Context, Header, Vec<u8>) {
         length: body.len(),
     };
     (ctx, header, body)
+}
+
+/// One pass of the cache-hit path as the proxy runs it for a QUERY: parse the body, then decide
+/// (normalize, look up, encode, build the EXECUTE).
+pub fn hit(ctx: &Context, header: &Header, body: &[u8], scratch: &mut Scratch) -> Decision {
+    let Ok(request) = QueryRequest::parse(header, body) else {
+        return Decision::pass("malformed query");
+    };
+    decide(
+        ctx,
+        NODE,
+        header,
+        &request,
+        None,
+        Instant::now(),
+        scratch,
+        &mut None,
+    )
 }

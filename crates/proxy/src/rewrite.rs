@@ -17,7 +17,7 @@ use autoprep_protocol::envelope::{
     Direction, Flags, Header, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
 };
 use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchQuery, BatchView};
-use autoprep_protocol::message::query::{QueryParams, QueryView, Values};
+use autoprep_protocol::message::query::{QueryParams, QueryRequest, QueryView, Values};
 use autoprep_protocol::message::RequestBody;
 use autoprep_protocol::primitives::{write_short_bytes, write_value};
 use autoprep_protocol::types::{encode_literal, ColumnType};
@@ -180,9 +180,9 @@ pub struct Scratch {
     slots: Vec<Slot<'static>>,
 }
 
-/// Decides the fate of a QUERY whose (decompressed) body is `body`, on a connection to the
-/// upstream node `node` (its index in the contact points, the cache's node id).
-/// `scratch` holds buffers the caller reuses between calls. When the text normalized to a
+/// Decides the fate of the QUERY `request` (parsed from its decompressed body), on a
+/// connection to the upstream node `node` (its index in the contact points, the cache's node
+/// id). `scratch` holds buffers the caller reuses between calls. When the text normalized to a
 /// shape, `shape_stats` receives the shape's statistics (its execution counted), for the caller
 /// to record the outcome and latency on.
 #[allow(clippy::too_many_arguments)]
@@ -190,19 +190,13 @@ pub fn decide(
     ctx: &Context,
     node: u32,
     header: &Header,
-    body: &[u8],
+    request: &QueryRequest<'_>,
     conn_keyspace: Option<&str>,
     now: Instant,
     scratch: &mut Scratch,
     shape_stats: &mut Option<ShapeRef>,
 ) -> Decision {
-    let version = header.version;
-    let Ok(req) = RequestBody::parse(header, body) else {
-        return pass("malformed query");
-    };
-    let Ok(query) = QueryView::parse(req.message, version) else {
-        return pass("malformed query");
-    };
+    let QueryRequest { body: req, query } = request;
     // Empty buffers of earlier shapes (a vector of `'static` slots is one of shorter-lived
     // slots as well).
     let text = std::mem::take(&mut scratch.text);
@@ -223,8 +217,8 @@ pub fn decide(
         ctx,
         node,
         header,
-        &req,
-        &query,
+        req,
+        query,
         &shape,
         conn_keyspace,
         now,

@@ -20,9 +20,9 @@ use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{
     Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
 };
-use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
+use autoprep_protocol::message::query::{encode_query, QueryParams, QueryRequest, QueryView};
 use autoprep_protocol::message::result::{kind, ResultView};
-use autoprep_protocol::message::{RequestBody, ResponseBody};
+use autoprep_protocol::message::ResponseBody;
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
 
@@ -35,16 +35,13 @@ const PEER_VERSIONS: &str = "SELECT schema_version FROM system.peers";
 /// True when the QUERY `body` (decompressed) is a statement that may change the schema:
 /// `CREATE`, `ALTER` or `DROP` (comments before it allowed).
 pub fn is_schema_change(header: &Header, body: &[u8]) -> bool {
-    if header.opcode != Opcode::QUERY {
-        return false;
-    }
-    let Ok(rb) = RequestBody::parse(header, body) else {
-        return false;
-    };
-    let Ok(q) = QueryView::parse(rb.message, header.version) else {
-        return false;
-    };
-    starts_with_schema_keyword(q.query)
+    header.opcode == Opcode::QUERY
+        && QueryRequest::parse(header, body).is_ok_and(|q| is_schema_change_query(&q.query))
+}
+
+/// [`is_schema_change`] for a QUERY already parsed.
+pub fn is_schema_change_query(query: &QueryView<'_>) -> bool {
+    starts_with_schema_keyword(query.query)
 }
 
 /// Whether the first word of `query` is `CREATE`, `ALTER` or `DROP`: a byte test for the

@@ -28,6 +28,7 @@ use autoprep_protocol::envelope::{
 use autoprep_protocol::envelope::{Flags, Header};
 use autoprep_protocol::message::error::{ErrorDetail, ErrorView};
 use autoprep_protocol::message::prepare::encode_prepare;
+use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
 use autoprep_protocol::message::startup::StartupView;
 use autoprep_protocol::message::ResponseBody;
@@ -435,16 +436,22 @@ async fn forward_request(
         };
         let ks = keyspace.as_deref();
         let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
+        // A QUERY is parsed once here for the topology, schema-change and rewrite checks.
+        let query = match &body {
+            Some(b) if is_query => QueryRequest::parse(&header, b).ok(),
+            _ => None,
+        };
         // A topology read (system.local, system.peers...) gets its answer rewritten, whether
         // the request itself is rewritten or not.
-        let topology = body
-            .as_deref()
-            .and_then(|b| ctx.topology.classify(&header, b, ks));
+        let topology = match (&query, &body) {
+            (Some(q), _) => ctx.topology.classify_query(&q.query, ks),
+            (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks),
+            _ => None,
+        };
         let schema_change = topology.is_none()
-            && is_query
-            && body
-                .as_deref()
-                .is_some_and(|b| schema_agreement::is_schema_change(&header, b));
+            && query
+                .as_ref()
+                .is_some_and(|q| schema_agreement::is_schema_change_query(&q.query));
         if !(rewrite && (is_query || is_batch)) {
             let pending = as_sent(stream, false, topology, schema_change);
             let up = allocate(shared, pending).await;
@@ -453,12 +460,13 @@ async fn forward_request(
         let node = shared.node;
         let now = Instant::now();
         let mut shape = None;
-        let decision = match body {
-            Some(body) if is_batch => {
-                rewrite::decide_batch(ctx, node, &header, &body, ks, now, &mut scratch.values)
+        let decision = match (&query, &body) {
+            (Some(q), _) => rewrite::decide(ctx, node, &header, q, ks, now, scratch, &mut shape),
+            (None, Some(b)) if is_batch => {
+                rewrite::decide_batch(ctx, node, &header, b, ks, now, &mut scratch.values)
             }
-            Some(body) => rewrite::decide(ctx, node, &header, &body, ks, now, scratch, &mut shape),
-            None => Decision::pass("undecodable body"),
+            (None, Some(_)) => Decision::pass("malformed query"),
+            (None, None) => Decision::pass("undecodable body"),
         };
         shapes::record_outcome(shape.as_deref(), &decision);
         match decision {

@@ -31,7 +31,7 @@ use autoprep_protocol::compression::{self, Compression};
 use autoprep_protocol::cql::source_table::{may_be_select, selected_table};
 use autoprep_protocol::envelope::{Envelope, Flags, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::prepare::PrepareView;
-use autoprep_protocol::message::query::QueryView;
+use autoprep_protocol::message::query::{QueryRequest, QueryView};
 use autoprep_protocol::message::result::{ResultView, RowsMetadata};
 use autoprep_protocol::message::rows_edit::{drop_rows, edit_cells};
 use autoprep_protocol::message::supported::without_options;
@@ -216,12 +216,12 @@ impl Topology {
         if op == Opcode::EXECUTE && !self.any_prepared.load(Ordering::Relaxed) {
             return None;
         }
+        if op == Opcode::QUERY {
+            let q = QueryRequest::parse(header, body).ok()?;
+            return self.classify_query(&q.query, keyspace);
+        }
         let version = header.version;
         let message = RequestBody::parse(header, body).ok()?.message;
-        if op == Opcode::QUERY {
-            let q = QueryView::parse(message, version).ok()?;
-            return table_of(q.query, q.params.keyspace.or(keyspace)).map(Read::Query);
-        }
         if op == Opcode::PREPARE {
             let p = PrepareView::parse(message, version).ok()?;
             return table_of(p.query, p.keyspace.or(keyspace)).map(Read::Prepare);
@@ -231,6 +231,11 @@ impl Topology {
         let id = read_short_bytes(&mut m).ok()?;
         let prepared = self.prepared.read().unwrap_or_else(|p| p.into_inner());
         prepared.get(id).cloned().map(Read::Execute)
+    }
+
+    /// [`Topology::classify`] for a QUERY already parsed.
+    pub fn classify_query(&self, q: &QueryView<'_>, keyspace: Option<&str>) -> Option<Read> {
+        table_of(q.query, q.params.keyspace.or(keyspace)).map(Read::Query)
     }
 
     /// The answer to a topology read, as the client gets it. `local` is the address the

@@ -18,5 +18,5 @@ pub mod supported;
 
 pub use body::{RequestBody, ResponseBody};
 pub use error::ErrorView;
-pub use query::{QueryParams, QueryView};
+pub use query::{QueryParams, QueryRequest, QueryView};
 pub use result::ResultView;

@@ -3,8 +3,9 @@
 //! Layout: `[long string]` query, then `[consistency]`, flags (a byte before v5, an `[int]`
 //! from v5), then the fields the flags announce, in flag order.
 
-use crate::envelope::ProtocolVersion;
+use crate::envelope::{Header, ProtocolVersion};
 use crate::error::DecodeError;
+use crate::message::RequestBody;
 use crate::primitives::{
     read_int, read_long, read_long_string_bytes, read_short, read_string, read_u8, read_value,
     write_long_string, write_string, EncodeLenError, Value,
@@ -205,6 +206,23 @@ impl<'a> QueryView<'a> {
         let query = read_long_string_bytes(&mut body)?;
         let params = QueryParams::read(&mut body, version)?;
         Ok(QueryView { query, params })
+    }
+}
+
+/// A whole QUERY request: the body's prefix and the QUERY message, parsed once for everyone
+/// on the request path who looks at it.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryRequest<'a> {
+    pub body: RequestBody<'a>,
+    pub query: QueryView<'a>,
+}
+
+impl<'a> QueryRequest<'a> {
+    /// Reads a QUERY request's (uncompressed) body.
+    pub fn parse(header: &Header, body: &'a [u8]) -> Result<Self, DecodeError> {
+        let body = RequestBody::parse(header, body)?;
+        let query = QueryView::parse(body.message, header.version)?;
+        Ok(QueryRequest { body, query })
     }
 }
 
