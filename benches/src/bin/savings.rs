@@ -23,6 +23,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use autoprep_benches::affinity::Pinned;
 use autoprep_benches::chart;
 use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
 use autoprep_benches::load::{self, Conn, Stats};
@@ -108,6 +109,15 @@ struct Args {
     /// Keep the table's rows from earlier runs (by default the table is truncated first).
     #[arg(long)]
     keep_data: bool,
+    /// Pin the server's threads to these CPUs for the run (a `taskset -c` list such as `1`);
+    /// its former affinity is restored at the end.
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// Pin this load generator, and the autoprep it starts, to these CPUs (such as `0`): with
+    /// --server-cpus, the proxy no longer takes CPU from the server, as in a deployment where
+    /// autoprep runs beside the application and the cluster on hosts of its own.
+    #[arg(long)]
+    client_cpus: Option<String>,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<String>,
@@ -596,6 +606,16 @@ async fn main() -> Result<()> {
         }
     };
     let ticks = procfs::clock_ticks_per_sec();
+    let machine_cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // Before the proxy starts, so that it inherits the load generator's CPUs.
+    let _server_pinned = match &args.server_cpus {
+        Some(cpus) => Some(Pinned::pin(server_pid, cpus)?),
+        None => None,
+    };
+    let _client_pinned = match &args.client_cpus {
+        Some(cpus) => Some(Pinned::pin(std::process::id(), cpus)?),
+        None => None,
+    };
 
     let mut setup = Conn::connect(&args.upstream).await?;
     let release = setup
@@ -666,6 +686,13 @@ async fn main() -> Result<()> {
         a.ops,
         a.phase_seconds
     );
+    if a.server_cpus.is_some() || a.client_cpus.is_some() {
+        println!(
+            "pinned: server on CPUs {}, load generator and autoprep on CPUs {}",
+            a.server_cpus.as_deref().unwrap_or("(all)"),
+            a.client_cpus.as_deref().unwrap_or("(all)")
+        );
+    }
 
     // Warm-up: the server's JIT (unprepared parsing above all), autoprep's cache, connections.
     let warm_deadline = Instant::now() + Duration::from_secs(b.args.warmup_seconds);
@@ -972,13 +999,15 @@ async fn main() -> Result<()> {
             "command": command,
             "git_rev": git_rev(),
             "server": { "release": release, "pid": server_pid, "address": a.upstream },
-            "machine_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "machine_cpus": machine_cpus,
             "settings": {
                 "mix": mix.describe(),
                 "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
                 "connections": a.connections,
                 "in_flight": a.in_flight,
                 "rate": a.rate,
+                "server_cpus": a.server_cpus,
+                "client_cpus": a.client_cpus,
                 "timestamp_literal": a.timestamp_literal,
                 "ops_per_phase": a.ops,
                 "phase_seconds": a.phase_seconds,

@@ -44,18 +44,22 @@ fn main() -> ExitCode {
 }
 
 /// One thread: a current-thread runtime (every wake-up stays on the thread); otherwise the
-/// work-stealing runtime with `threads` workers (0: one per core).
+/// work-stealing runtime with `threads` workers. 0 means one per CPU the process may use (its
+/// affinity and cgroup quota counted), so a sidecar limited to one CPU gets the single thread.
 fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     if threads == 1 {
         return tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build();
     }
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if threads > 1 {
-        b.worker_threads(threads);
-    }
-    b.enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
 }
 
 fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {

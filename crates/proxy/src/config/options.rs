@@ -320,7 +320,7 @@ pub static OPTIONS: &[Spec] = &[
         value_name: "N",
         kind: Kind::One,
         hidden: false,
-        help: "Threads that serve client connections (0: one per CPU core; 1: a single thread, the least CPU per request)",
+        help: "Threads that serve client connections (0: one per CPU the process may use; 1: a single thread, the least CPU per request)",
         set: |c, v| {
             c.worker_threads = v.number()?;
             Ok(())

@@ -1,0 +1,65 @@
+//! CPU affinity of the processes a benchmark measures, set with util-linux `taskset`.
+//!
+//! On a machine where the server, the proxy and the load generator share the same few cores,
+//! the proxy's CPU is taken from the server's, and the server's CPU per operation moves with
+//! how much of the machine it gets. Pinning the server to cores of its own and the load
+//! generator with its proxy to the others models the deployment autoprep is made for: a
+//! sidecar on the application's host, the cluster on hosts of its own.
+
+use anyhow::{bail, Context, Result};
+use std::process::Command;
+
+/// A process pinned to a CPU list for as long as this lives; its former affinity (of every
+/// thread) is restored when dropped.
+#[derive(Debug)]
+pub struct Pinned {
+    pid: u32,
+    former: String,
+}
+
+impl Pinned {
+    /// Pins every thread of `pid` to `cpus` (a `taskset -c` list such as `1` or `0,2-3`).
+    pub fn pin(pid: u32, cpus: &str) -> Result<Pinned> {
+        let former = current_mask(pid)?;
+        taskset(&["-a", "-p", "-c", cpus, &pid.to_string()])?;
+        Ok(Pinned { pid, former })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // Threads the process started meanwhile inherited the pinned mask: -a reaches them too.
+        if let Err(e) = taskset(&["-a", "-p", &self.former, &self.pid.to_string()]) {
+            eprintln!(
+                "could not restore the CPU affinity of pid {} to {}: {e:#}",
+                self.pid, self.former
+            );
+        }
+    }
+}
+
+/// The affinity mask of `pid` in hexadecimal, as `taskset -p` prints it.
+fn current_mask(pid: u32) -> Result<String> {
+    let out = taskset(&["-p", &pid.to_string()])?;
+    // "pid 123's current affinity mask: 3"
+    out.rsplit(':')
+        .next()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_hexdigit()))
+        .with_context(|| format!("unexpected `taskset -p {pid}` output {out:?}"))
+}
+
+fn taskset(args: &[&str]) -> Result<String> {
+    let out = Command::new("taskset")
+        .args(args)
+        .output()
+        .context("run taskset (util-linux) to set CPU affinity")?;
+    if !out.status.success() {
+        bail!(
+            "taskset {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
