@@ -311,8 +311,9 @@ impl Workload for Legacy {
     }
 }
 
-/// Creates the keyspace and table, with compaction off (and empties the table when `truncate`).
-pub async fn create_schema(conn: &mut Conn, truncate: bool) -> Result<()> {
+/// Creates the keyspace and table (and empties the table when `truncate`), with automatic
+/// compaction on or off.
+pub async fn create_schema(conn: &mut Conn, truncate: bool, compaction: bool) -> Result<()> {
     conn.query(&format!(
         "CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = \
          {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
@@ -323,13 +324,11 @@ pub async fn create_schema(conn: &mut Conn, truncate: bool) -> Result<()> {
          PRIMARY KEY (sensor, at))"
     ))
     .await?;
-    // Compaction of the table is off (also on a table of an earlier version of this program):
-    // it costs the server the same in every mode, but it starts whenever enough SSTables have
-    // gathered and a merge of 50 MB takes a core for 10 to 30 s, so it landed in random phases
-    // and swamped the differences between modes. The TRUNCATE below bounds what piles up.
+    // Set on a table of an earlier run too. Off, the SSTables pile up until the TRUNCATE of the
+    // next run (see `--compaction` of `savings` for when that is wanted).
     conn.query(&format!(
         "ALTER TABLE {TABLE} WITH compaction = \
-         {{'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}}"
+         {{'class': 'SizeTieredCompactionStrategy', 'enabled': '{compaction}'}}"
     ))
     .await?;
     if truncate {

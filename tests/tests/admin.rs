@@ -175,11 +175,7 @@ fn admin_endpoints_show_the_savings_without_literals() {
 
 #[test]
 fn not_ready_while_the_upstream_is_down() {
-    // A port nothing listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_addr = closed.local_addr().unwrap().to_string();
-    drop(closed);
-    let mut cfg = Config::for_upstream(&closed_addr);
+    let mut cfg = Config::for_upstream(&closed_port());
     cfg.admin = Some("127.0.0.1:0".into());
     let (_, ctx) = proxy_ctx(cfg);
     let admin = *ctx.admin_addr.get().unwrap();
@@ -190,6 +186,35 @@ fn not_ready_while_the_upstream_is_down() {
     let (status, metrics) = get(admin, "/metrics");
     assert_eq!(status, 200);
     assert_eq!(sample(&metrics, "autoprep_client_connections"), 0.0);
+}
+
+#[test]
+fn ready_when_any_contact_point_answers() {
+    let closed = closed_port();
+    for upstreams in [
+        format!("{closed},{}", upstream()),
+        format!("{},{closed}", upstream()),
+    ] {
+        let mut cfg = Config::for_upstream(&upstreams);
+        cfg.admin = Some("127.0.0.1:0".into());
+        let (_, ctx) = proxy_ctx(cfg);
+        let admin = *ctx.admin_addr.get().unwrap();
+        assert_eq!(get(admin, "/ready"), (200, "ready\n".into()), "{upstreams}");
+    }
+    // None answers: every contact point is named.
+    let other = closed_port();
+    let mut cfg = Config::for_upstream(&format!("{closed},{other}"));
+    cfg.admin = Some("127.0.0.1:0".into());
+    let (_, ctx) = proxy_ctx(cfg);
+    let (status, body) = get(*ctx.admin_addr.get().unwrap(), "/ready");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains(&closed) && body.contains(&other), "{body}");
+}
+
+/// An address nothing listens on.
+fn closed_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
 }
 
 #[test]

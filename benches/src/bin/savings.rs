@@ -109,6 +109,13 @@ struct Args {
     /// Keep the table's rows from earlier runs (by default the table is truncated first).
     #[arg(long)]
     keep_data: bool,
+    /// Leave automatic compaction of the benchmark table on. By default it is off: it costs
+    /// the server the same in every mode, but it starts whenever enough SSTables have gathered,
+    /// and a 50 MB merge held the server's core for 10-30 s inside whichever phase it fell in.
+    /// Selects read every SSTable of a partition, though, so a mix with selects
+    /// grows dearer phase after phase without it: turn it on for those.
+    #[arg(long)]
+    compaction: bool,
     /// Pin the server's threads to these CPUs for the run (a `taskset -c` list such as `1`);
     /// its former affinity is restored at the end.
     #[arg(long)]
@@ -626,7 +633,7 @@ async fn main() -> Result<()> {
         .and_then(|r| r.into_iter().next().flatten())
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
-    legacy::create_schema(&mut setup, !args.keep_data).await?;
+    legacy::create_schema(&mut setup, !args.keep_data, args.compaction).await?;
     let ids = legacy::prepare(&mut setup, &mix).await?;
     if mix.select + mix.update > 0 {
         let id = setup.prepare(&legacy::Op::Insert.prepared_text()).await?;
@@ -1015,6 +1022,7 @@ async fn main() -> Result<()> {
                 "settle_ms": a.settle_ms,
                 "warmup_ops": a.warmup_ops,
                 "keys": a.keys,
+                "compaction": a.compaction,
                 "admission_threshold": a.admission_threshold,
                 "consistency": "ONE",
                 "protocol": "v4",
@@ -1053,8 +1061,16 @@ fn subtitle(doc: &Value) -> String {
         .as_array()
         .and_then(|p| p.iter().filter_map(|x| x["round"].as_u64()).max())
         .map_or(0, |r| r + 1);
+    let pinned = match (st["server_cpus"].as_str(), st["client_cpus"].as_str()) {
+        (None, None) => String::new(),
+        (server, client) => format!(
+            ", CPUs: server {}, client + autoprep {}",
+            server.unwrap_or("all"),
+            client.unwrap_or("all")
+        ),
+    };
     format!(
-        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {rounds} rounds × {} ops, {}",
+        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}{pinned}, median of {rounds} rounds × {} ops, {}",
         doc["server"]["release"].as_str().unwrap_or("?"),
         st["mix"].as_str().unwrap_or("?"),
         st["timestamp_literal"].as_str().unwrap_or("iso"),

@@ -235,19 +235,31 @@ async fn ready(state: &State) -> Result<(), String> {
         return r;
     }
     // Ready when any contact point answers: a new client connection goes to one that does.
-    let mut failures = Vec::new();
+    // All are asked at once, so a node that does not answer cannot hold the probe up past
+    // one timeout; the first answer ends it (the others are dropped with the set).
+    let mut probes = tokio::task::JoinSet::new();
     for upstream in ctx.upstreams.addrs() {
-        let probe = probe(upstream, ctx.upstream_tls.as_ref());
-        match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        let (upstream, tls) = (upstream.to_owned(), ctx.upstream_tls.clone());
+        probes.spawn(async move {
+            match tokio::time::timeout(PROBE_TIMEOUT, probe(&upstream, tls.as_ref())).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(format!("upstream {upstream}: {e}")),
+                Err(_) => Err(format!(
+                    "upstream {upstream}: no answer to OPTIONS within {} ms",
+                    PROBE_TIMEOUT.as_millis()
+                )),
+            }
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(done) = probes.join_next().await {
+        match done {
             Ok(Ok(())) => {
                 failures.clear();
                 break;
             }
-            Ok(Err(e)) => failures.push(format!("upstream {upstream}: {e}")),
-            Err(_) => failures.push(format!(
-                "upstream {upstream}: no answer to OPTIONS within {} ms",
-                PROBE_TIMEOUT.as_millis()
-            )),
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(format!("probe failed: {e}")),
         }
     }
     let result = if failures.is_empty() {
