@@ -108,8 +108,8 @@ pub struct Config {
     /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
     /// anyone on the path can read and change the traffic). Logged as a warning at start.
     pub upstream_tls_insecure_skip_verify: bool,
-    /// Threads that run client connections: 0 means one per CPU the process may use; 1 runs everything on a
-    /// single thread.
+    /// Threads that run client connections: 0 means one per CPU the process may use; 1 runs
+    /// everything on a single thread.
     pub worker_threads: usize,
 }
 
