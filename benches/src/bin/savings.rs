@@ -1061,16 +1061,8 @@ fn subtitle(doc: &Value) -> String {
         .as_array()
         .and_then(|p| p.iter().filter_map(|x| x["round"].as_u64()).max())
         .map_or(0, |r| r + 1);
-    let pinned = match (st["server_cpus"].as_str(), st["client_cpus"].as_str()) {
-        (None, None) => String::new(),
-        (server, client) => format!(
-            ", CPUs: server {}, client + autoprep {}",
-            server.unwrap_or("all"),
-            client.unwrap_or("all")
-        ),
-    };
     format!(
-        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}{pinned}, median of {rounds} rounds × {} ops, {}",
+        "Cassandra {}, {} mix, {} timestamps, {} connections × {} in flight{}, median of {rounds} rounds × {} ops, {}",
         doc["server"]["release"].as_str().unwrap_or("?"),
         st["mix"].as_str().unwrap_or("?"),
         st["timestamp_literal"].as_str().unwrap_or("iso"),
@@ -1082,6 +1074,21 @@ fn subtitle(doc: &Value) -> String {
         n("ops_per_phase"),
         doc["date"].as_str().unwrap_or("").get(..10).unwrap_or(""),
     )
+}
+
+/// Which CPUs the run pinned, if it did (for the chart; the subtitle has no room left).
+fn pinned(settings: &Value) -> Option<String> {
+    match (
+        settings["server_cpus"].as_str(),
+        settings["client_cpus"].as_str(),
+    ) {
+        (None, None) => None,
+        (server, client) => Some(format!(
+            "CPUs: server {}, client + autoprep {}",
+            server.unwrap_or("all"),
+            client.unwrap_or("all")
+        )),
+    }
 }
 
 /// The chart of a result document (what `--json` writes), so that committed results can be
@@ -1146,6 +1153,7 @@ fn svg_from_doc(doc: &Value) -> String {
             f(&doc["autoprep_us_per_rewritten_op"], "median")
                 .map(|u| format!("autoprep {u:.1} µs/op")),
         )
+        .chain(pinned(&doc["settings"]))
         .collect::<Vec<_>>()
         .join(" · ");
     chart::render(
