@@ -63,3 +63,43 @@ fn taskset(args: &[&str]) -> Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_and_restores() {
+        if Command::new("taskset").arg("-V").output().is_err() {
+            eprintln!("taskset (util-linux) not installed; skipped");
+            return;
+        }
+        let pid = std::process::id();
+        let before = current_mask(pid).unwrap();
+        // The lowest CPU this process may use (a container may not have CPU 0).
+        let cpu = before
+            .chars()
+            .rev()
+            .enumerate()
+            .find_map(|(i, c)| {
+                let d = c.to_digit(16)?;
+                (d != 0).then(|| 4 * i as u32 + d.trailing_zeros())
+            })
+            .unwrap();
+        {
+            let _pinned = Pinned::pin(pid, &cpu.to_string()).unwrap();
+            let mask = u128::from_str_radix(&current_mask(pid).unwrap(), 16).unwrap();
+            assert_eq!(mask, 1 << cpu);
+        }
+        assert_eq!(current_mask(pid).unwrap(), before);
+    }
+
+    #[test]
+    fn a_bad_cpu_list_is_an_error() {
+        if Command::new("taskset").arg("-V").output().is_err() {
+            return;
+        }
+        let err = Pinned::pin(std::process::id(), "not-a-cpu").unwrap_err();
+        assert!(format!("{err:#}").contains("taskset"), "{err:#}");
+    }
+}
