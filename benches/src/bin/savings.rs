@@ -117,7 +117,8 @@ struct Args {
     #[arg(long)]
     compaction: bool,
     /// Pin the server's threads to these CPUs for the run (a `taskset -c` list such as `1`);
-    /// its former affinity is restored at the end.
+    /// its former affinity is restored at the end (a run killed before that leaves it pinned:
+    /// `taskset -a -p -c 0-N PID` undoes it).
     #[arg(long)]
     server_cpus: Option<String>,
     /// Pin this load generator, and the autoprep it starts, to these CPUs (such as `0`): with
