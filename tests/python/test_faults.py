@@ -18,10 +18,11 @@ Runtime: about 40 s for the restart (SIGKILL and start of the node), 30 s for th
 
 import random
 import time
+import urllib.request
 
 import pytest
 
-from conftest import require_own_node, run_proxy
+from conftest import _free_port, require_own_node, run_proxy
 from corpus import S
 from difftools import Metrics, connect, make_cluster, run_statement
 
@@ -57,6 +58,26 @@ def drop(admin, names):
 
 # --- ALTER TABLE between executions -----------------------------------------------------------
 
+def prepares_answered(admin_addr, timeout=30):
+    """Waits until every PREPARE the proxy sent on its own has been answered, by its /metrics:
+    one went with each QUERY passed through for the reason "preparing" (no BATCH here, which
+    may send several)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = urllib.request.urlopen(f"http://{admin_addr}/metrics", timeout=5).read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                       if line and not line.startswith("#"))
+        sent = float(samples.get(
+            'autoprep_queries_total{outcome="passthrough",reason="preparing"}', 0))
+        answered = sum(float(samples.get(f'autoprep_prepares_total{{result="{r}"}}', 0))
+                       for r in ("ok", "failed"))
+        if answered >= sent:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{sent - answered:.0f} PREPAREs of the proxy unanswered after {timeout} s")
+        time.sleep(0.02)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("pv", [4, 5])
 def test_alter_table_add_column(node, admin, run_id, pv, tmp_path):
@@ -67,7 +88,9 @@ def test_alter_table_add_column(node, admin, run_id, pv, tmp_path):
     metrics = Metrics(node)
     d_cluster = p_cluster = None
     try:
-        with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1") as proxy:
+        admin_addr = f"127.0.0.1:{_free_port()}"
+        with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1",
+                       "--admin", admin_addr) as proxy:
             d_cluster, d = connect(node.host, node.port, pv, None, names["direct"])
             p_cluster, p = connect(proxy.host, proxy.port, pv, None, names["proxy"])
             log = []
@@ -77,6 +100,9 @@ def test_alter_table_add_column(node, admin, run_id, pv, tmp_path):
                 want, _ = run_statement(d, st, names["direct"], names["direct"], pv)
                 before = metrics.read()
                 got, _ = run_statement(p, st, names["proxy"], names["proxy"], pv)
+                # A PREPARE the statement made the proxy send is answered before the next step
+                # (which would otherwise find the shape still being prepared on a slow machine).
+                prepares_answered(admin_addr)
                 after = metrics.read()
                 counts = (after[0] - before[0] - 1, after[1] - before[1])
                 assert got == want, f"{st.text}\n  direct: {want}\n  proxy:  {got}"
