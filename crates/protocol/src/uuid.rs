@@ -1,6 +1,9 @@
 //! UUIDs in their 8-4-4-4-12 hex form, decoded eight digits at a time (SIMD within a
 //! register): the lexer uses it to recognise an unquoted UUID, the encoder to convert one.
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
 /// The 16 bytes of the UUID written in `b` (36 bytes, any case), or `None` if `b` is not one.
 #[inline]
 pub(crate) fn parse(b: &[u8]) -> Option<[u8; 16]> {
@@ -30,7 +33,6 @@ pub(crate) fn parse(b: &[u8]) -> Option<[u8; 16]> {
 /// `Some`, without decoding it (the lexer only needs the shape).
 #[inline]
 pub(crate) fn is_uuid(b: &[u8]) -> bool {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let Ok(b) = <&[u8; 36]>::try_from(b) else {
         return false;
     };
@@ -62,8 +64,6 @@ pub(crate) fn is_uuid(b: &[u8]) -> bool {
 /// The high bit of each byte of `x` set where the byte is an ASCII hex digit.
 #[inline(always)]
 fn hex_bytes(x: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     // The high bit of each byte below 0x80 set where lo <= byte <= hi (no carries between
     // bytes: each sum stays below 0x100).
     let in_range = |v: u64, lo: u8, hi: u8| {
@@ -78,8 +78,6 @@ fn hex_bytes(x: u64) -> u64 {
 /// Eight ASCII hex digits (first digit in the low byte) to four bytes, or `None` if one is not
 /// a hex digit (SIMD within a register).
 fn hex8(x: u64) -> Option<[u8; 4]> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     if hex_bytes(x) != HIGH {
         return None;
     }

@@ -20,7 +20,7 @@ use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{
     Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
 };
-use autoprep_protocol::message::query::{encode_query, QueryParams, QueryRequest, QueryView};
+use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
 use autoprep_protocol::message::result::{kind, ResultView};
 use autoprep_protocol::message::ResponseBody;
 use bytes::{Bytes, BytesMut};
@@ -32,15 +32,9 @@ pub const INTERVAL: Duration = Duration::from_millis(200);
 const LOCAL_VERSION: &str = "SELECT schema_version FROM system.local WHERE key='local'";
 const PEER_VERSIONS: &str = "SELECT schema_version FROM system.peers";
 
-/// True when the QUERY `body` (decompressed) is a statement that may change the schema:
-/// `CREATE`, `ALTER` or `DROP` (comments before it allowed).
-pub fn is_schema_change(header: &Header, body: &[u8]) -> bool {
-    header.opcode == Opcode::QUERY
-        && QueryRequest::parse(header, body).is_ok_and(|q| is_schema_change_query(&q.query))
-}
-
-/// [`is_schema_change`] for a QUERY already parsed.
-pub fn is_schema_change_query(query: &QueryView<'_>) -> bool {
+/// True when the QUERY `query` is a statement that may change the schema: `CREATE`, `ALTER` or
+/// `DROP` (comments before it allowed).
+pub fn is_schema_change(query: &QueryView<'_>) -> bool {
     starts_with_schema_keyword(query.query)
 }
 
@@ -240,6 +234,7 @@ fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autoprep_protocol::message::query::QueryRequest;
     use autoprep_protocol::message::result::metadata_flags;
     use autoprep_protocol::primitives::{write_bytes, write_string};
     use bytes::BufMut;
@@ -319,6 +314,12 @@ mod tests {
             length: body.len(),
         };
         (h, body)
+    }
+
+    /// [`is_schema_change`] of a QUERY request's header and body (false for other opcodes).
+    fn is_schema_change(header: &Header, body: &[u8]) -> bool {
+        header.opcode == Opcode::QUERY
+            && QueryRequest::parse(header, body).is_ok_and(|q| super::is_schema_change(&q.query))
     }
 
     #[test]

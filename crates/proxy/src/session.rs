@@ -451,7 +451,7 @@ async fn forward_request(
         let schema_change = topology.is_none()
             && query
                 .as_ref()
-                .is_some_and(|q| schema_agreement::is_schema_change_query(&q.query));
+                .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
         if !(rewrite && (is_query || is_batch)) {
             let pending = as_sent(stream, false, topology, schema_change);
             let up = allocate(shared, pending).await;

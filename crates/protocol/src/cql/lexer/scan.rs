@@ -146,15 +146,8 @@ pub(crate) fn ident_end(bytes: &[u8], i: usize) -> usize {
 
 /// Byte-class tests on eight bytes at once (SIMD within a register).
 mod swar {
-    pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
+    const ONES: u64 = 0x0101_0101_0101_0101;
     pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;
-
-    /// The high bit set in the lowest zero byte of `x` (and maybe in higher bytes, zero or
-    /// not: only the lowest set bit is exact); 0 if no byte is zero.
-    #[inline(always)]
-    pub(super) fn zero_bytes(x: u64) -> u64 {
-        x.wrapping_sub(ONES) & !x & HIGH
-    }
 
     /// The high bit of each byte of `x` (bytes below 0x80) set where `lo <= byte <= hi`.
     #[inline(always)]
@@ -498,28 +491,13 @@ pub(crate) fn scan_doubled_escapes(bytes: &[u8], start: usize, q: u8) -> Option<
     let mut i = start + 1;
     let mut escaped = false;
     loop {
-        i = find_byte(bytes, i, q)?;
+        i += memchr::memchr(q, bytes.get(i..)?)?;
         if bytes.get(i + 1) != Some(&q) {
             return Some((i + 1, escaped));
         }
         escaped = true;
         i += 2;
     }
-}
-
-/// The offset of the first byte `q` at or after `i`, eight bytes at a time.
-#[inline(always)]
-fn find_byte(bytes: &[u8], mut i: usize, q: u8) -> Option<usize> {
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        let found = swar::zero_bytes(word ^ (swar::ONES * u64::from(q)));
-        if found != 0 {
-            return Some(i + (found.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    let rest = bytes.get(i..)?;
-    rest.iter().position(|&b| b == q).map(|p| i + p)
 }
 
 /// The kind of an unquoted word: the constants `true`, `false`, `NaN`, `Infinity` (any case)
