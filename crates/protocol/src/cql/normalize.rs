@@ -41,6 +41,7 @@ mod cursor;
 #[cfg(test)]
 mod differential_tests;
 mod fast;
+mod form;
 mod lane;
 mod parser;
 mod terms;

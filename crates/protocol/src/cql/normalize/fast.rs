@@ -613,7 +613,8 @@ impl<'a> Fast<'a> {
     }
 
     /// The values after `IN`: a client marker, `()`, or a list of constants, which becomes
-    /// one marker bound to the list.
+    /// one marker bound to the list; a list of one constant stays a list of one term, `(?)`
+    /// (the form rule of [`super::form`]).
     fn in_values(&mut self) -> FResult<()> {
         if self.client_marker()? {
             return Ok(());
@@ -624,7 +625,14 @@ impl<'a> Fast<'a> {
             self.w.verbatim(close, close + 1, Piece::Close);
             return Ok(());
         }
-        let (items, end) = terms::sequence(&mut self.c, b')')?;
+        let (mut items, end) = terms::sequence(&mut self.c, b')')?;
+        if items.len() == 1 {
+            let item = items.pop().ok_or(GiveUp)?;
+            self.w.verbatim(open, open + 1, Piece::Open);
+            self.literal_slot(open, end - 1, item);
+            self.w.verbatim(end - 1, end, Piece::Close);
+            return Ok(());
+        }
         self.literal_slot(open, end, Literal::List(items));
         Ok(())
     }

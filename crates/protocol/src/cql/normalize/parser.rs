@@ -822,7 +822,7 @@ impl<'t, 'a> Parser<'t, 'a> {
             }
             Some(t) if t.is_keyword("IN") => {
                 self.kw("IN");
-                self.in_values(false)
+                self.in_values(None)
             }
             Some(t) if t.is_keyword("CONTAINS") => {
                 self.kw("CONTAINS");
@@ -859,8 +859,8 @@ impl<'t, 'a> Parser<'t, 'a> {
                         Some(TokenKind::Comma | TokenKind::RParen)
                     );
                 if tuple {
-                    self.tuple_of_names()?;
-                    self.multi_column_rhs()
+                    let arity = self.tuple_of_names()?;
+                    self.multi_column_rhs(arity)
                 } else {
                     self.expect(TokenKind::LParen)?;
                     self.relation(depth + 1)?;
@@ -915,7 +915,7 @@ impl<'t, 'a> Parser<'t, 'a> {
             self.kw("NOT");
             if self.at_kw("IN") {
                 self.kw("IN");
-                return self.in_values(false);
+                return self.in_values(None);
             }
             if !self.at_kw("CONTAINS") {
                 return Err(self.bail("unsupported NOT relation"));
@@ -923,7 +923,7 @@ impl<'t, 'a> Parser<'t, 'a> {
         }
         if self.at_kw("IN") {
             self.kw("IN");
-            return self.in_values(false);
+            return self.in_values(None);
         }
         if self.at_kw("CONTAINS") {
             self.kw("CONTAINS");
@@ -947,51 +947,108 @@ impl<'t, 'a> Parser<'t, 'a> {
         Err(self.bail("unsupported relation operator"))
     }
 
-    /// `BETWEEN term AND term`
-    fn between(&mut self) -> PResult<()> {
+    /// `BETWEEN term AND term`; `arity` for the tuples of a multi-column relation.
+    fn between_values(&mut self, arity: Option<usize>) -> PResult<()> {
         self.kw("BETWEEN");
-        self.value_term(false, 0)?;
+        self.relation_value(arity)?;
         self.expect_kw("AND")?;
+        self.relation_value(arity)
+    }
+
+    fn between(&mut self) -> PResult<()> {
+        self.between_values(None)
+    }
+
+    /// The right-hand side of a relation: a term, or for a multi-column relation of `arity`
+    /// columns a marker or a tuple literal of exactly that many elements (see
+    /// [`Parser::tuple_literal_fits`]).
+    fn relation_value(&mut self, arity: Option<usize>) -> PResult<()> {
+        if let Some(n) = arity {
+            self.tuple_literal_fits(self.pos, n)?;
+        }
         self.value_term(false, 0)
     }
 
-    /// `'(' name (',' name)* ')'`
-    fn tuple_of_names(&mut self) -> PResult<()> {
+    /// The form rule for multi-column relations (see [`super::form`]): the server checks the
+    /// arity of a *literal* tuple against the columns ("Expected 2 elements in value tuple,
+    /// but got 1") but accepts a shorter *bound* tuple, so a tuple literal of another arity
+    /// must never become a marker; such a statement goes through as written, and the client
+    /// gets the server's own error. Anything but a marker or a tuple literal is left to the
+    /// server as well.
+    fn tuple_literal_fits(&self, at: usize, arity: usize) -> PResult<()> {
+        match self.kind(at) {
+            Some(TokenKind::QMark | TokenKind::Colon) => Ok(()),
+            Some(TokenKind::LParen) => {
+                let (end, _) = self.scan_term(at, 0)?;
+                if self.items_between(at, end)? == arity {
+                    Ok(())
+                } else {
+                    Err(self.bail_at(at, "tuple arity"))
+                }
+            }
+            _ => Err(self.bail_at(at, "multi-column value")),
+        }
+    }
+
+    /// How many comma-separated items the bracketed group `open..end` holds.
+    fn items_between(&self, open: usize, end: usize) -> PResult<usize> {
+        let mut i = open + 1;
+        let mut n = 0;
+        while i + 1 < end {
+            let (next, _) = self.scan_term(i, 0)?;
+            n += 1;
+            i = next;
+            if self.kind(i) == Some(TokenKind::Comma) {
+                i += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// `'(' name (',' name)* ')'`; how many names.
+    fn tuple_of_names(&mut self) -> PResult<usize> {
         self.expect(TokenKind::LParen)?;
+        let mut n = 0;
         loop {
             self.name()?;
+            n += 1;
             if self.kind(self.pos) == Some(TokenKind::RParen) {
-                return self.expect(TokenKind::RParen);
+                self.expect(TokenKind::RParen)?;
+                return Ok(n);
             }
             self.expect(TokenKind::Comma)?;
         }
     }
 
-    /// What follows `(a, b)` in a relation.
-    fn multi_column_rhs(&mut self) -> PResult<()> {
+    /// What follows `(a, b)` (of `arity` columns) in a relation.
+    fn multi_column_rhs(&mut self, arity: usize) -> PResult<()> {
         if self.at_kw("NOT") && self.kw_at(self.pos + 1, "IN") {
             self.kw("NOT");
         }
         if self.at_kw("IN") {
             self.kw("IN");
-            return self.in_values(true);
+            return self.in_values(Some(arity));
         }
         if self.at_kw("BETWEEN") {
-            return self.between();
+            return self.between_values(Some(arity));
         }
         match self.kind(self.pos) {
             Some(k) if is_relop(k) => {
                 self.copy(Piece::Word)?;
-                self.value_term(false, 0)
+                self.relation_value(Some(arity))
             }
             _ => Err(self.bail("unsupported multi-column relation")),
         }
     }
 
     /// The values after `IN`: a marker, or `'(' terms ')'` which becomes one `?` bound to a list
-    /// when every item is a literal. For a multi-column relation the items must be tuple
-    /// literals (the grammar takes tuples of literals or markers only, never a mix).
-    fn in_values(&mut self, multi: bool) -> PResult<()> {
+    /// when every item is a literal, or `(?)` when it is a list of one literal (the server
+    /// takes a one-term list as `=`, whatever the term; a bound list is an IN whatever its
+    /// length: see [`super::form`]). For a multi-column relation of `arity` columns
+    /// (`Some`) the items must be tuple literals of that arity (the grammar takes tuples of
+    /// literals or markers only, never a mix).
+    fn in_values(&mut self, arity: Option<usize>) -> PResult<()> {
+        let multi = arity.is_some();
         if self.client_marker()? {
             return Ok(());
         }
@@ -1009,6 +1066,12 @@ impl<'t, 'a> Parser<'t, 'a> {
         let mut i = open + 1;
         let mut pure = true;
         loop {
+            if let Some(n) = arity {
+                // Every tuple keeps its arity check, replaced or not.
+                if self.kind(i) == Some(TokenKind::LParen) {
+                    self.tuple_literal_fits(i, n)?;
+                }
+            }
             let (end, class) = self.scan_term(i, 0)?;
             if pure {
                 let lit = if class == Class::Value
@@ -1031,7 +1094,14 @@ impl<'t, 'a> Parser<'t, 'a> {
             }
         }
         if pure {
-            self.literal_slot(Literal::List(items));
+            if items.len() == 1 {
+                self.expect(TokenKind::LParen)?;
+                let item = items.pop().unwrap_or(Literal::Null);
+                self.literal_slot(item);
+                self.put(")", Piece::Close);
+            } else {
+                self.literal_slot(Literal::List(items));
+            }
             self.pos = i + 1;
             return Ok(());
         }
