@@ -3,7 +3,7 @@
 
 use autoprep::config::Config;
 use autoprep::context::Context;
-use autoprep::rewrite::{decide, Decision, Scratch, NODE};
+use autoprep::rewrite::{decide, ConnKeyspace, Decision, Scratch, NODE};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::envelope::{Direction, Flags, Header, Opcode, ProtocolVersion, StreamId};
@@ -67,6 +67,7 @@ pub fn hit_path() -> (Context, Header, Vec<u8>) {
             ],
             pk_indexes: vec![0],
             result_metadata: Bytes::new(),
+            tables: Vec::new(),
         },
     );
     let mut body = Vec::new();
@@ -103,7 +104,10 @@ pub fn hit(ctx: &Context, header: &Header, body: &[u8], scratch: &mut Scratch) -
         NODE,
         header,
         &request,
-        None,
+        ConnKeyspace {
+            name: None,
+            settled: true,
+        },
         Instant::now(),
         scratch,
         &mut None,

@@ -70,7 +70,7 @@ def prepares_answered(admin_addr, timeout=30):
         sent = float(samples.get(
             'autoprep_queries_total{outcome="passthrough",reason="preparing"}', 0))
         answered = sum(float(samples.get(f'autoprep_prepares_total{{result="{r}"}}', 0))
-                       for r in ("ok", "failed"))
+                       for r in ("ok", "failed", "unproven"))
         if answered >= sent:
             return
         if time.monotonic() > deadline:

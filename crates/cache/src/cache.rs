@@ -92,6 +92,8 @@ struct Inner {
     pending: LruCache<(NodeId, ShapeHash), Pending>,
     bytes: usize,
     stats: CacheStats,
+    /// Counts the schema changes seen (see [`PreparedCache::schema_epoch`]).
+    schema_epoch: u64,
 }
 
 /// The cache: cheap to share (`Arc`), one short lock per call.
@@ -115,6 +117,7 @@ impl PreparedCache {
                 pending: LruCache::new(tracked),
                 bytes: 0,
                 stats: CacheStats::default(),
+                schema_epoch: 0,
             }),
             cfg,
         }
@@ -281,6 +284,52 @@ impl PreparedCache {
         }
     }
 
+    /// A schema change of `keyspace` (of one of its tables, `table`; of the keyspace itself
+    /// or of a type, function or aggregate in it, `None`) was seen: every entry that touches
+    /// it is dropped, so that the next sighting prepares the statement against the new schema
+    /// (a server that re-prepares the same text after a DROP and CREATE may give the same id
+    /// with other bind types); negative entries are forgotten too (a table that did not exist
+    /// may now), and the schema epoch moves on. Returns how many entries were dropped.
+    pub fn schema_changed(&self, keyspace: &str, table: Option<&str>) -> usize {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        inner.schema_epoch += 1;
+        let stale: Vec<(NodeId, ShapeHash)> = inner
+            .ready
+            .iter()
+            .filter(|(_, r)| r.entry.touches(keyspace, table))
+            .map(|(k, _)| *k)
+            .collect();
+        let threshold = self.cfg.admission_threshold.max(1);
+        for k in &stale {
+            if let Some(r) = inner.ready.pop(k) {
+                inner.bytes -= r.weight;
+            }
+            // As after UNPREPARED: the next sighting prepares it again at once.
+            inner
+                .pending
+                .put(*k, Pending::Seen(threshold.saturating_sub(1)));
+        }
+        inner.stats.invalidations += stale.len() as u64;
+        let negative: Vec<(NodeId, ShapeHash)> = inner
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p, Pending::Negative(..)))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in negative {
+            inner.pending.pop(&k);
+        }
+        stale.len()
+    }
+
+    /// How many schema changes have been seen: a PREPARE sent before a change and answered
+    /// after it may describe either schema, so its answer is not used (the caller compares
+    /// the epoch at send time with the epoch at answer time).
+    pub fn schema_epoch(&self) -> u64 {
+        self.lock().schema_epoch
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> CacheStats {
         let g = self.lock();
@@ -324,7 +373,31 @@ mod tests {
             bind_types: vec![],
             pk_indexes: vec![],
             result_metadata: Bytes::new(),
+            tables: vec![("ks".into(), text.into())],
         }
+    }
+
+    #[test]
+    fn a_schema_change_drops_the_entries_it_touches() {
+        let c = cache(1, 10);
+        let now = Instant::now();
+        for t in ["a", "b"] {
+            assert_eq!(c.lookup(&key(t), now), Lookup::PrepareNow);
+            c.prepared(1, key(t).hash, entry(t));
+        }
+        assert_eq!(c.lookup(&key("c"), now), Lookup::PrepareNow);
+        c.failed(1, key("c").hash, "prepare failed", now);
+        let epoch = c.schema_epoch();
+        assert_eq!(c.schema_changed("ks", Some("a")), 1);
+        assert_eq!(c.schema_epoch(), epoch + 1);
+        assert_eq!(c.lookup(&key("a"), now), Lookup::PrepareNow);
+        assert!(matches!(c.lookup(&key("b"), now), Lookup::Ready(_)));
+        // The failed shape may be tried again at once.
+        assert_eq!(c.lookup(&key("c"), now), Lookup::PrepareNow);
+        assert_eq!(c.schema_changed("other", None), 0);
+        assert_eq!(c.schema_changed("ks", None), 1);
+        assert_eq!(c.stats().entries, 0);
+        assert_eq!(c.stats().bytes, 0);
     }
 
     fn cache(threshold: u32, max_entries: usize) -> PreparedCache {

@@ -23,6 +23,9 @@ pub struct PreparedEntry {
     pub pk_indexes: Vec<u16>,
     /// The raw result metadata (kept for v5 metadata-change handling).
     pub result_metadata: Bytes,
+    /// Every (keyspace, table) the statement touches, as the PREPARED answer proved them: a
+    /// schema change of one of them drops the entry (see [`crate::PreparedCache::schema_changed`]).
+    pub tables: Vec<(String, String)>,
 }
 
 impl PreparedEntry {
@@ -38,5 +41,18 @@ impl PreparedEntry {
             + self.bind_types.len() * 48
             + self.pk_indexes.len() * 2
             + self.result_metadata.len()
+            + self
+                .tables
+                .iter()
+                .map(|(k, t)| 48 + k.len() + t.len())
+                .sum::<usize>()
+    }
+
+    /// Whether a schema change of `keyspace` (and of `table` in it, when given) concerns this
+    /// statement.
+    pub fn touches(&self, keyspace: &str, table: Option<&str>) -> bool {
+        self.tables
+            .iter()
+            .any(|(k, t)| k == keyspace && !matches!(table, Some(n) if n != t))
     }
 }

@@ -32,6 +32,7 @@ pub mod context;
 pub mod lifecycle;
 pub mod limit;
 pub mod metrics;
+pub mod prepare_proof;
 pub mod protocol_error;
 pub mod rewrite;
 pub mod schema_agreement;

@@ -30,6 +30,11 @@ pub struct Metrics {
     passthrough: Mutex<BTreeMap<&'static str, u64>>,
     pub prepares_ok: AtomicU64,
     pub prepares_failed: AtomicU64,
+    /// Answers to the proxy's PREPAREs not used: not proven to describe the statement meant
+    /// (see [`crate::prepare_proof`]).
+    pub prepares_unproven: AtomicU64,
+    /// Schema changes seen (answers to DDL, SCHEMA_CHANGE events) that dropped prepared shapes.
+    pub schema_invalidations: AtomicU64,
     pub unprepared_recoveries: AtomicU64,
     /// Topology answers (`system.local`, `system.peers[_v2]`) rewritten.
     pub topology_rewrites: AtomicU64,
@@ -80,6 +85,11 @@ impl Metrics {
     /// Adds one to a counter.
     pub fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A response is going to the client: observes how long its request took, overall and for
@@ -180,6 +190,21 @@ impl Metrics {
             "autoprep_prepares_total",
             &[("result", "failed")],
             load(&self.prepares_failed),
+        );
+        e.sample(
+            "autoprep_prepares_total",
+            &[("result", "unproven")],
+            load(&self.prepares_unproven),
+        );
+        e.head(
+            "autoprep_schema_invalidations_total",
+            "counter",
+            "Prepared shapes dropped because a schema change of their keyspace or table was seen.",
+        );
+        e.sample(
+            "autoprep_schema_invalidations_total",
+            &[],
+            load(&self.schema_invalidations),
         );
         e.head(
             "autoprep_unprepared_recoveries_total",

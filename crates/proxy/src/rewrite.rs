@@ -28,6 +28,16 @@ use std::time::Instant;
 /// the index of the contact point its upstream connection went to.
 pub const NODE: u32 = 0;
 
+/// The connection's keyspace as a statement would run under it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnKeyspace<'a> {
+    /// The keyspace of the last `USE` answered.
+    pub name: Option<&'a str>,
+    /// False while a `USE` is in flight: the keyspace the server will run the statement in
+    /// is not known, so nothing is rewritten or prepared.
+    pub settled: bool,
+}
+
 /// A PREPARE the session should send in the background.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrepareRequest {
@@ -191,7 +201,7 @@ pub fn decide(
     node: u32,
     header: &Header,
     request: &QueryRequest<'_>,
-    conn_keyspace: Option<&str>,
+    conn_keyspace: ConnKeyspace<'_>,
     now: Instant,
     scratch: &mut Scratch,
     shape_stats: &mut Option<ShapeRef>,
@@ -213,6 +223,11 @@ pub fn decide(
         Ok(Normalized::NotCandidate(nc)) => return pass(nc.reason()),
         Err(_) => return pass("lex error"),
     };
+    if !conn_keyspace.settled {
+        scratch.text = shape.text;
+        scratch.slots = recycle_slots(shape.slots);
+        return pass("use in flight");
+    }
     let decision = decide_shape(
         ctx,
         node,
@@ -220,7 +235,7 @@ pub fn decide(
         req,
         query,
         &shape,
-        conn_keyspace,
+        conn_keyspace.name,
         now,
         &mut scratch.values,
         shape_stats,
@@ -336,10 +351,14 @@ pub fn decide_batch(
     node: u32,
     header: &Header,
     body: &[u8],
-    conn_keyspace: Option<&str>,
+    conn_keyspace: ConnKeyspace<'_>,
     now: Instant,
     scratch: &mut Vec<u8>,
 ) -> Decision {
+    if !conn_keyspace.settled {
+        return pass("use in flight");
+    }
+    let conn_keyspace = conn_keyspace.name;
     let version = header.version;
     let Ok(req) = RequestBody::parse(header, body) else {
         return pass("malformed batch");

@@ -12,6 +12,7 @@
 use crate::context::Context;
 use crate::lifecycle;
 use crate::metrics::Metrics;
+use crate::prepare_proof;
 use crate::protocol_error;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
@@ -27,6 +28,7 @@ use autoprep_protocol::envelope::{
 };
 use autoprep_protocol::envelope::{Flags, Header};
 use autoprep_protocol::message::error::{ErrorDetail, ErrorView};
+use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
@@ -61,6 +63,12 @@ struct State {
     compression: Option<Compression>,
     /// The keyspace set by the last successful `USE` on this connection.
     keyspace: Option<std::sync::Arc<str>>,
+    /// `USE` requests forwarded and not answered yet: while any is, the keyspace a statement
+    /// runs in is not known, and nothing is rewritten or prepared.
+    use_in_flight: u32,
+    /// Counts the `USE` requests forwarded: a PREPARE answered after another `USE` was sent
+    /// may have run in either keyspace (see [`crate::prepare_proof`]).
+    keyspace_epoch: u64,
     /// Set once the client side is framed (v5), with whether segments are LZ4-compressed.
     client_framing: Option<bool>,
 }
@@ -430,11 +438,14 @@ async fn forward_request(
         || header.opcode == Opcode::PREPARE
         || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
     if topology_candidate || rewrite && is_batch {
-        let (compression, keyspace) = {
+        let (compression, keyspace, settled) = {
             let st = shared.lock();
-            (st.compression, st.keyspace.clone())
+            (st.compression, st.keyspace.clone(), st.use_in_flight == 0)
         };
-        let ks = keyspace.as_deref();
+        let ks = rewrite::ConnKeyspace {
+            name: keyspace.as_deref(),
+            settled,
+        };
         let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
         // A QUERY is parsed once here for the topology, schema-change and rewrite checks.
         let query = match &body {
@@ -444,8 +455,8 @@ async fn forward_request(
         // A topology read (system.local, system.peers...) gets its answer rewritten, whether
         // the request itself is rewritten or not.
         let topology = match (&query, &body) {
-            (Some(q), _) => ctx.topology.classify_query(&q.query, ks),
-            (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks),
+            (Some(q), _) => ctx.topology.classify_query(&q.query, ks.name),
+            (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks.name),
             _ => None,
         };
         let schema_change = topology.is_none()
@@ -487,11 +498,16 @@ async fn forward_request(
                 use_keyspace,
             } => {
                 ctx.metrics.passthrough(reason);
+                if use_keyspace {
+                    let mut st = shared.lock();
+                    st.use_in_flight += 1;
+                    st.keyspace_epoch += 1;
+                }
                 let pending = as_sent(stream, use_keyspace, topology, schema_change);
                 let up = allocate_tagged(shared, pending, shape).await;
                 send_upstream(to_upstream, env.into_frame(), up).await?;
                 for p in prepare {
-                    send_prepare(p, header.version, shared, to_upstream).await?;
+                    send_prepare(p, header.version, ctx, shared, to_upstream).await?;
                 }
                 return Ok(());
             }
@@ -518,23 +534,21 @@ fn as_sent(
     }
 }
 
-/// Sends the proxy's own PREPARE of a shape on this connection (so it inherits the keyspace,
-/// authentication and protocol version); its answer fills the cache and stops there.
+/// Sends the proxy's own PREPARE of a shape on this connection (so it inherits the
+/// authentication and protocol version); its answer fills the cache and stops there. On v5 the
+/// PREPARE names the keyspace the statement runs in, so that it never depends on the
+/// connection's; on v4 the answer is used only if proven (see [`crate::prepare_proof`]).
 async fn send_prepare(
     p: PrepareRequest,
     version: ProtocolVersion,
+    ctx: &Context,
     shared: &Shared,
     to_upstream: &mpsc::Sender<Out>,
 ) -> Result<(), End> {
     let mut body = Vec::with_capacity(p.text.len() + 16);
-    if encode_prepare(
-        version,
-        p.text.as_bytes(),
-        p.request_keyspace.as_deref(),
-        &mut body,
-    )
-    .is_err()
-    {
+    let keyspace = p.keyspace.as_deref().or(p.request_keyspace.as_deref());
+    if encode_prepare(version, p.text.as_bytes(), keyspace, &mut body).is_err() {
+        ctx.cache.abandoned(shared.node, p.hash);
         return Ok(());
     }
     let frame = Envelope::new(
@@ -549,6 +563,10 @@ async fn send_prepare(
         &body,
     )
     .into_frame();
+    let epochs = Epochs {
+        keyspace: shared.lock().keyspace_epoch,
+        schema: ctx.cache.schema_epoch(),
+    };
     let up = allocate(
         shared,
         Pending::Prepare {
@@ -556,6 +574,7 @@ async fn send_prepare(
             fingerprint: p.fingerprint,
             text: p.text,
             keyspace: p.keyspace,
+            epochs,
         },
     )
     .await;
@@ -667,6 +686,9 @@ async fn upstream_to_client(
 /// Whether a server-initiated envelope (an EVENT) reaches the client (see [`topology`]).
 fn keep_event(env: &Envelope, ctx: &Context, shared: &Shared) -> bool {
     let compression = shared.lock().compression;
+    if env.header().opcode == Opcode::EVENT {
+        schema_changed(env, compression, ctx.cfg.max_frame_bytes, ctx);
+    }
     let keep = topology::keep_event(env, compression, ctx.cfg.max_frame_bytes);
     if !keep {
         Metrics::inc(&ctx.metrics.events_dropped);
@@ -693,9 +715,14 @@ async fn on_response(
             stream,
             use_keyspace,
         } => {
-            if use_keyspace && env.header().opcode == Opcode::RESULT {
-                if let Some(ks) = set_keyspace(&env, compression(), max) {
-                    shared.lock().keyspace = Some(ks.into());
+            if use_keyspace {
+                let ks = (env.header().opcode == Opcode::RESULT)
+                    .then(|| set_keyspace(&env, compression(), max))
+                    .flatten();
+                let mut st = shared.lock();
+                st.use_in_flight = st.use_in_flight.saturating_sub(1);
+                if let Some(ks) = ks {
+                    st.keyspace = Some(ks.into());
                 }
             }
             if env.header().opcode == Opcode::SUPPORTED {
@@ -707,8 +734,8 @@ async fn on_response(
         Pending::SchemaChange { stream } => {
             let up = env.header().stream.0;
             env.set_stream(StreamId(stream));
-            let hold = ctx.cfg.schema_agreement_wait_ms > 0
-                && schema_agreement::changed_schema(&env, compression(), max);
+            let changed = schema_changed(&env, compression(), max, ctx);
+            let hold = ctx.cfg.schema_agreement_wait_ms > 0 && changed;
             if !hold {
                 return Ok(Some(env));
             }
@@ -738,7 +765,19 @@ async fn on_response(
             fingerprint,
             text,
             keyspace,
+            epochs,
         } => {
+            let now = Epochs {
+                keyspace: shared.lock().keyspace_epoch,
+                schema: ctx.cache.schema_epoch(),
+            };
+            if now != epochs {
+                // A USE or a schema change came between: the answer may describe either.
+                Metrics::inc(&ctx.metrics.prepares_unproven);
+                debug!("a PREPARE of the proxy's raced a USE or a schema change; not used");
+                ctx.cache.abandoned(shared.node, hash);
+                return Ok(None);
+            }
             prepared(
                 &env,
                 shared.node,
@@ -859,6 +898,55 @@ fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -
     }
 }
 
+/// The cache's and the connection's epochs when a PREPARE of the proxy's was sent: its answer is
+/// used only if neither moved (see [`crate::prepare_proof`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epochs {
+    keyspace: u64,
+    schema: u64,
+}
+
+/// A RESULT Schema_change (the answer to a client's DDL) or a SCHEMA_CHANGE event: whether
+/// `env` is one. The prepared shapes it concerns are dropped from the cache.
+fn schema_changed(
+    env: &Envelope,
+    compression: Option<Compression>,
+    max: usize,
+    ctx: &Context,
+) -> bool {
+    let opcode = env.header().opcode;
+    if opcode != Opcode::RESULT && opcode != Opcode::EVENT {
+        return false;
+    }
+    let Some(body) = plain_body(env, compression, max) else {
+        return false;
+    };
+    let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
+        return false;
+    };
+    let change = if opcode == Opcode::RESULT {
+        match ResultView::parse(rb.message, env.header().version) {
+            Ok(ResultView::SchemaChange(c)) => c,
+            _ => return false,
+        }
+    } else {
+        match EventView::parse(rb.message) {
+            Ok(EventView::SchemaChange(c)) => c,
+            _ => return false,
+        }
+    };
+    let table = (change.target == "TABLE").then_some(change.name).flatten();
+    let dropped = ctx.cache.schema_changed(change.keyspace, table);
+    Metrics::add(&ctx.metrics.schema_invalidations, dropped as u64);
+    debug!(
+        keyspace = change.keyspace,
+        target = change.target,
+        dropped,
+        "schema change seen; prepared shapes of it dropped"
+    );
+    true
+}
+
 /// Records the answer to the proxy's own PREPARE in the cache, under the shape's hash (with
 /// its MD5 fingerprint).
 fn prepared(
@@ -885,7 +973,12 @@ fn prepared(
         for c in p.bind.columns.iter() {
             bind_types.push(c.column_type().ok()?);
         }
-        Some(PreparedEntry {
+        let proven = prepare_proof::expected_tables(&text, keyspace.as_deref())
+            .filter(|expected| prepare_proof::binds_belong(&p.bind.columns, expected));
+        let Some(tables) = proven else {
+            return Some(Err(()));
+        };
+        Some(Ok(PreparedEntry {
             text,
             fingerprint,
             keyspace,
@@ -894,10 +987,16 @@ fn prepared(
             bind_types,
             pk_indexes: p.bind.pk_indexes().collect(),
             result_metadata: Bytes::copy_from_slice(p.result.columns.map_or(&[][..], |c| c.raw())),
-        })
+            tables,
+        }))
     })();
     match entry {
-        Some(e) => {
+        Some(Err(())) => {
+            Metrics::inc(&ctx.metrics.prepares_unproven);
+            debug!("a PREPARED answer not proven to be the shape's keyspace and table; not used");
+            ctx.cache.abandoned(node, hash);
+        }
+        Some(Ok(e)) => {
             // A normalized shape carries no literal values: safe to log.
             debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);

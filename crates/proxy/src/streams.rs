@@ -45,6 +45,8 @@ pub enum Pending {
         fingerprint: [u8; 16],
         text: String,
         keyspace: Option<String>,
+        /// The epochs when it was sent (see [`crate::prepare_proof`]).
+        epochs: crate::session::Epochs,
     },
 }
 

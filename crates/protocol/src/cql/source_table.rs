@@ -1,11 +1,15 @@
-//! The table a SELECT reads: `SELECT <selection> FROM [keyspace.]table ...`, found with the
-//! lexer, so that comments, quoted identifiers, string constants and case are read exactly as
-//! the server reads them.
+//! The tables a statement names, found with the lexer, so that comments, quoted identifiers,
+//! string constants and case are read exactly as the server reads them.
 //!
+//! [`selected_table`]: the table a SELECT reads, `SELECT <selection> FROM [keyspace.]table ...`.
 //! Only the `FROM` clause at parenthesis depth 0 counts (a selection may hold function calls
 //! and casts, but never a `FROM` of its own). Anything that is not a SELECT, or that the lexer
 //! rejects before the table name, has no source table; what follows the name is not read
 //! (an invalid remainder gets the server's own error).
+//!
+//! [`statement_tables`]: every table a DML statement or a batch of them names, for proving
+//! that a PREPARED answer describes the statement the proxy meant (see the proxy's
+//! `prepare_proof`).
 
 use crate::cql::lexer::{keyword_eq, Lexer, TokenKind};
 use crate::cql::normalize::resolve_identifier;
@@ -73,7 +77,7 @@ pub fn selected_table(query: &[u8]) -> Option<TableRef<'_>> {
             _ => {}
         }
     }
-    let name = |kind: TokenKind| matches!(kind, TokenKind::Ident | TokenKind::QuotedIdent);
+    let name = is_name;
     let first = lexer.next_token().ok()??;
     if !name(first.kind) {
         return None;
@@ -95,6 +99,51 @@ pub fn selected_table(query: &[u8]) -> Option<TableRef<'_>> {
             table: resolve_identifier(first.text),
         }),
     }
+}
+
+/// Every table the DML statement (or batch of statements) `text` names after `INTO`, `FROM` or
+/// `UPDATE`, in order, or `None` when the lexer rejects the text or a name is missing. These
+/// three words are reserved in CQL: unquoted, they are never a column or a value, so each one
+/// is followed by a table name.
+pub fn statement_tables(text: &str) -> Option<Vec<TableRef<'_>>> {
+    let mut lexer = Lexer::new(text);
+    let mut tables = Vec::new();
+    while let Some(t) = lexer.next_token().ok()? {
+        let names_a_table = t.kind == TokenKind::Ident
+            && (keyword_eq(t.text, "INTO")
+                || keyword_eq(t.text, "FROM")
+                || keyword_eq(t.text, "UPDATE"));
+        if !names_a_table {
+            continue;
+        }
+        let first = lexer.next_token().ok()??;
+        if !is_name(first.kind) {
+            return None;
+        }
+        let mut after = lexer.clone();
+        match after.next_token() {
+            Ok(Some(dot)) if dot.kind == TokenKind::Dot => {
+                let second = after.next_token().ok()??;
+                if !is_name(second.kind) {
+                    return None;
+                }
+                lexer = after;
+                tables.push(TableRef {
+                    keyspace: Some(resolve_identifier(first.text)),
+                    table: resolve_identifier(second.text),
+                });
+            }
+            _ => tables.push(TableRef {
+                keyspace: None,
+                table: resolve_identifier(first.text),
+            }),
+        }
+    }
+    Some(tables)
+}
+
+fn is_name(kind: TokenKind) -> bool {
+    matches!(kind, TokenKind::Ident | TokenKind::QuotedIdent)
 }
 
 #[cfg(test)]
@@ -182,7 +231,50 @@ mod tests {
         assert_eq!(selected_table(&[0xff, 0xfe]), None);
     }
 
+    fn tables(q: &str) -> Option<Vec<(Option<String>, String)>> {
+        statement_tables(q).map(|v| {
+            v.into_iter()
+                .map(|t| (t.keyspace.map(|k| k.into_owned()), t.table.into_owned()))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn the_tables_of_dml_statements_and_batches() {
+        let t = |k: Option<&str>, n: &str| (k.map(str::to_owned), n.to_owned());
+        assert_eq!(
+            tables("INSERT INTO ks.\"T\" (a) VALUES (?)"),
+            Some(vec![t(Some("ks"), "T")])
+        );
+        assert_eq!(
+            tables("UPDATE t USING TTL ? SET v = ? WHERE k = ?"),
+            Some(vec![t(None, "t")])
+        );
+        assert_eq!(
+            tables("DELETE m[?] FROM Tab WHERE k IN ?"),
+            Some(vec![t(None, "tab")])
+        );
+        assert_eq!(
+            tables("SELECT 'INTO x', \"from\" FROM a.b WHERE k = ?"),
+            Some(vec![t(Some("a"), "b")])
+        );
+        assert_eq!(
+            tables(
+                "BEGIN BATCH INSERT INTO a (k) VALUES (?); UPDATE b.c SET v = ? WHERE k = ? \
+                 APPLY BATCH"
+            ),
+            Some(vec![t(None, "a"), t(Some("b"), "c")])
+        );
+        assert_eq!(tables("INSERT INTO"), None);
+        assert_eq!(tables("DELETE FROM 'x'"), None);
+    }
+
     proptest! {
+        #[test]
+        fn statement_tables_total(q in "[ -~]{0,80}") {
+            let _ = statement_tables(&q);
+        }
+
         #[test]
         fn total(q in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = selected_table(&q);
