@@ -887,6 +887,76 @@ class Generator:
             ([lambda: r.randint(-5, 5)] if st else []) + ug
         return self.tmpl("ins_clus" + ("/lwt" if lwt else ""), text, gens)
 
+    def clus_key_where(self, lwt):
+        r = self.rng
+        if lwt:
+            return r.choice([
+                ("p = %s AND c1 = %s AND c2 = %s AND c3 = %s", [self.p, self.c1, self.c2, self.c3]),
+                ("p IN %s AND c1 = %s AND c2 = %s AND c3 IN %s",
+                 [lambda: self.in_list(self.p, multi=False), self.c1, self.c2,
+                  lambda: self.in_list(self.c3, multi=r.random() < 0.15)]),
+            ])
+        return r.choice([
+            ("p = %s AND c1 = %s AND c2 = %s AND c3 = %s", [self.p, self.c1, self.c2, self.c3]),
+            ("p IN %s AND c1 = %s AND c2 IN %s AND c3 = %s",
+             [lambda: self.in_list(self.p), self.c1, lambda: self.in_list(self.c2), self.c3]),
+            ("p = %s AND c1 IN %s AND c2 = %s AND c3 IN %s",
+             [self.p, lambda: self.in_list(self.c1), self.c2, lambda: self.in_list(self.c3)]),
+            ("p = %s AND (c1, c2, c3) = %s", [self.p, lambda: self.tuple_of(["c1", "c2", "c3"])]),
+        ])
+
+    def f_upd_clus(self):
+        r = self.rng
+        v = self.v
+        lwt = r.random() < 0.3
+        use, ug = ("", []) if lwt else self.using()
+        if r.random() < 0.3:   # the static column: the partition key only
+            pw, pg = self.part_rel()
+            cond, cg = r.choice([(" IF st = %s", [lambda: r.choice([None, r.randint(-5, 5)])]),
+                                 (" IF EXISTS", [])]) if lwt else ("", [])
+            text = f"UPDATE t_clus{use} SET st = %s WHERE {pw}{cond}"
+            return self.tmpl("upd_clus" + ("/lwt" if lwt else ""), text,
+                             ug + [lambda: r.randint(-5, 5)] + pg + cg)
+        sets, sg = r.choice([("v = %s", [lambda: v.text()]), ("n = %s", [lambda: v.int_of(32)]),
+                             ("v = %s, n = %s", [lambda: v.text(), lambda: r.randint(0, 3)])])
+        kw, kg = self.clus_key_where(lwt)
+        cond, cg = r.choice([(" IF EXISTS", []), (" IF v = %s", [lambda: r.choice(["a", "b"])]),
+                             (" IF n IN %s", [lambda: self.in_list(lambda: r.randint(0, 3))]),
+                             (" IF n > %s", [lambda: r.randint(-1, 3)]),
+                             (" IF st = %s", [lambda: r.randint(-5, 5)])]) if lwt else ("", [])
+        text = f"UPDATE t_clus{use} SET {sets} WHERE {kw}{cond}"
+        return self.tmpl("upd_clus" + ("/lwt" if lwt else ""), text, ug + sg + kg + cg)
+
+    def del_using(self):
+        """Deletes mostly at the client's time; with a timestamp, one in the past (a delete far
+        in the future would empty a range for the rest of the run)."""
+        r = self.rng
+        if r.random() < 0.25:
+            return " USING TIMESTAMP %s", [lambda: r.choice([0, 1, r.randint(1, 10 ** 12)])]
+        return "", []
+
+    def f_del_clus(self):
+        r = self.rng
+        lwt = r.random() < 0.2
+        what = r.choice(["", "", "v ", "v, n ", "st "])
+        use, ug = ("", []) if lwt else self.del_using()
+        if lwt:
+            kw, kg = self.clus_key_where(True)
+            cond, cg = r.choice([(" IF EXISTS", []), (" IF v = %s", [lambda: r.choice(["a", "b"])])])
+        else:
+            kw, kg = r.choice([
+                ("p = %s", [self.p]), ("p IN %s", [lambda: self.in_list(self.p)]),
+                ("p = %s AND c1 = %s", [self.p, self.c1]),
+                ("p = %s AND c1 > %s", [self.p, self.c1]),
+                ("p = %s AND c1 >= %s AND c1 < %s", [self.p, self.c1, self.c1]),
+                ("p = %s AND c1 IN %s", [self.p, lambda: self.in_list(self.c1)]),
+                ("p = %s AND (c1, c2) >= %s", [self.p, lambda: self.tuple_of(["c1", "c2"])]),
+                ("p = %s AND c1 = %s AND c2 = %s AND c3 = %s", [self.p, self.c1, self.c2, self.c3]),
+            ])
+            cond, cg = "", []
+        text = f"DELETE {what}FROM t_clus{use} WHERE {kw}{cond}"
+        return self.tmpl("del_clus" + ("/lwt" if lwt else ""), text, ug + kg + cg)
+
     def tuple_of(self, cols, arity=None):
         """A tuple value for `(cols...)`: the right arity mostly, sometimes one fewer or more."""
         gens = {"c1": self.c1, "c2": self.c2, "c3": self.c3}

@@ -3,7 +3,62 @@
 //! statement was written in. The rules are applied in `parser.rs` and `fast.rs`; this module
 //! lists them and holds their tests.
 //!
-//! (The list of rules, with the server's source, is filled in below.)
+//! Read in Apache Cassandra 5.0.6 (`cassandra-all-5.0.6-sources`; 5.0 predates the
+//! `SimpleRestriction` rewrite of 5.1) and checked on a 5.0.6 node, literal against the same
+//! value bound to the shape's marker:
+//!
+//! # 1. A one-term `IN (x)` is `=`; `IN ?` is an IN whatever its length
+//! `cql3/SingleColumnRelation.newINRestriction` (and `MultiColumnRelation.newINRestriction`
+//! for tuples) turns a parenthesised list of one term into an `EQRestriction`, whether the
+//! term is a literal or a marker; `IN ?` (`inMarker`) is always an `InRestrictionWithMarker`.
+//! What then differs between `IN (5)` and `IN ?` bound to `[5]`:
+//! - `SelectStatement.execute`: the warning "Aggregation query used on multiple partition keys
+//!   (IN restriction)" when `keyIsInRelation()`;
+//! - `SelectStatement.execute`: "Cannot page queries with both ORDER BY and a IN restriction on
+//!   the partition key" (`needsPostQueryOrdering`);
+//! - `ModificationStatement.makeCasRequest`: "IN on the partition key / clustering key columns
+//!   is not supported with conditional updates/deletions";
+//! - `BatchStatement.executeWithConditions`: a ServerError "Batch with conditions cannot span
+//!   multiple partitions";
+//! - `SelectStatement.RawStatement.getAggregationSpecFactory` / `isReversed`: GROUP BY and
+//!   ORDER BY accepted only after columns restricted by `=` (`isColumnRestrictedByEq`);
+//! - `StatementRestrictions.validateSecondaryIndexSelections` and index choice
+//!   (`EQRestriction.isSupportedBy` asks for EQ, indexes take no IN): with `v IN (1)` an index
+//!   is used (and refused with IN on the key, or with ORDER BY), with `v IN ?` it is filtering;
+//! - PREPARED metadata: `IN ?` is named `in(k)`, of type `list<T>`, with no routing index.
+//!
+//! **Rule:** `IN (x)` becomes `IN (?)` (still one term: still `=`); two literals or more become
+//! `IN ?` (both forms are IN: warnings, errors, duplicates, nulls and paging were identical,
+//! and the guardrails `partition_keys_in_select` / `in_select_cartesian_product` count bound
+//! values); `IN ()` stays inline. LWT conditions (`IF c IN (...)`, `ColumnCondition`) keep IN
+//! for any count, and follow the same rule.
+//!
+//! # 2. The arity of a tuple literal is checked; a bound tuple's is not
+//! `cql3/Tuples.Literal.prepare` throws "Expected 2 elements in value tuple, but got 1"; the
+//! marker paths (`Tuples.Marker`, `Tuples.INRaw`, `InMarker.bind`) check nothing, and
+//! `MultiColumnRestriction.EQRestriction.appendTo` builds a shorter clustering prefix from a
+//! short bound tuple: `(c1, c2) > ?` bound to `(1)` returns rows, an UPDATE with `(c1, c2) = ?`
+//! bound to `(1)` writes a row with a null clustering column, a DELETE deletes a prefix.
+//!
+//! **Rule:** in a multi-column relation of n columns, a tuple literal becomes a marker only
+//! when it has n elements; any tuple of another arity (even one with markers inside, which
+//! stays a literal tuple) makes the whole statement go through as written ("tuple arity"),
+//! so that the client gets the server's own error. A right-hand side that is neither a marker
+//! nor a tuple literal also goes through ("multi-column value").
+//!
+//! # 3. Values the literal path checks and a bound value does not
+//! These live in the encoder (`types/encode/`), which refuses what the literal path refuses,
+//! so the statement goes through: a tuple literal with more elements than its type, an unknown
+//! UDT field, a vector of the wrong dimension, `''` for a non-string type (except timestamp
+//! and inet, empty values both ways), `''` for date and time, non-ASCII in ascii, integers out
+//! of range; `null` inside a collection stays inline (the normalizer never replaces it). And
+//! it writes what the literal path writes: a short tuple literal unpadded, a UDT literal
+//! padded with nulls in field order (frozen values hash to other tokens otherwise).
+//!
+//! # 4. Forms that were checked to behave alike
+//! LIMIT / PER PARTITION LIMIT (0, -1), USING TTL (-1, 0, over the maximum) and TIMESTAMP,
+//! `k = null`, `IF c = null`, list indexes, counters, `token(k) > t`, durations, CONTAINS
+//! [KEY], map entries, ANN OF, INSERT JSON.
 
 #[cfg(test)]
 mod tests {
