@@ -129,6 +129,14 @@ impl PreparedCache {
 
     /// Looks a shape up and, on a miss, advances its admission state.
     pub fn lookup(&self, key: &ShapeKey<'_>, now: Instant) -> Lookup {
+        self.lookup_admitting(key, now, self.cfg.admission_threshold)
+    }
+
+    /// [`PreparedCache::lookup`] with another admission threshold than the configured one
+    /// (the higher of the two counts), for a node whose server wants fewer prepared
+    /// statements.
+    pub fn lookup_admitting(&self, key: &ShapeKey<'_>, now: Instant, threshold: u32) -> Lookup {
+        let threshold = threshold.max(self.cfg.admission_threshold);
         let mut g = self.lock();
         let inner = &mut *g;
         let k = key.map_key();
@@ -143,7 +151,7 @@ impl PreparedCache {
             return Lookup::Negative("fingerprint collision");
         }
         inner.stats.misses += 1;
-        let threshold = self.cfg.admission_threshold.max(1);
+        let threshold = threshold.max(1);
         let state = match inner.pending.get_mut(&k) {
             None => {
                 inner.pending.put(k, Pending::Seen(0));
@@ -330,6 +338,16 @@ impl PreparedCache {
         self.lock().schema_epoch
     }
 
+    /// How many prepared entries node `node` holds (a walk over the entries: for admission
+    /// decisions, not for every request).
+    pub fn entries_on(&self, node: NodeId) -> usize {
+        self.lock()
+            .ready
+            .iter()
+            .filter(|((n, _), _)| *n == node)
+            .count()
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> CacheStats {
         let g = self.lock();
@@ -375,6 +393,19 @@ mod tests {
             result_metadata: Bytes::new(),
             tables: vec![("ks".into(), text.into())],
         }
+    }
+
+    #[test]
+    fn a_higher_admission_threshold_and_entries_per_node() {
+        let c = cache(1, 10);
+        let now = Instant::now();
+        assert_eq!(c.lookup_admitting(&key("a"), now, 3), Lookup::Wait);
+        assert_eq!(c.lookup_admitting(&key("a"), now, 3), Lookup::Wait);
+        assert_eq!(c.lookup_admitting(&key("a"), now, 3), Lookup::PrepareNow);
+        c.prepared(1, key("a").hash, entry("a"));
+        c.prepared(2, key("b").hash, entry("b"));
+        assert_eq!(c.entries_on(1), 1);
+        assert_eq!(c.entries_on(3), 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::config::Config;
 use crate::contact_points::ContactPoints;
+use crate::flavor::Flavors;
 use crate::lifecycle::Lifecycle;
 use crate::limit::Refusals;
 use crate::metrics::Metrics;
@@ -28,6 +29,8 @@ pub struct Context {
     pub topology: Topology,
     pub cache: PreparedCache,
     pub encode: EncodeOptions,
+    /// Which server each contact point is (ScyllaDB or Cassandra), learned from SUPPORTED.
+    pub flavors: Flavors,
     pub metrics: Metrics,
     /// Statistics of the most executed statement shapes (`/shapes`).
     pub shapes: Shapes,
@@ -70,6 +73,7 @@ impl Context {
             ..CacheConfig::default()
         });
         Ok(Context {
+            flavors: Flavors::new(upstreams.len()),
             upstreams,
             topology,
             cache,

@@ -29,6 +29,7 @@ pub mod admin;
 pub mod config;
 pub mod contact_points;
 pub mod context;
+pub mod flavor;
 pub mod lifecycle;
 pub mod limit;
 pub mod metrics;

@@ -8,6 +8,7 @@
 //! sent a QUERY and expects metadata.
 
 use crate::context::Context;
+use crate::flavor::SCYLLA_ADMISSION;
 use crate::shapes::ShapeRef;
 use autoprep_cache::{Lookup, ShapeHash, ShapeKey};
 use autoprep_protocol::cql::normalize::{
@@ -20,6 +21,7 @@ use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchQuery, Ba
 use autoprep_protocol::message::query::{QueryParams, QueryRequest, QueryView, Values};
 use autoprep_protocol::message::RequestBody;
 use autoprep_protocol::primitives::{write_short_bytes, write_value};
+use autoprep_protocol::types::encode::scylla as scylla_literals;
 use autoprep_protocol::types::{encode_literal, ColumnType};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::time::Instant;
@@ -135,9 +137,12 @@ fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMu
 }
 
 /// Appends the values of one statement to `out`: literals encoded for the server-reported
-/// types, the client's own values copied in order. On error `out` may hold a partial write.
+/// types, the client's own values copied in order. Against ScyllaDB (`scylla`) only literals
+/// established to convert there as on Cassandra are bound (see [`crate::flavor`]). On error
+/// `out` may hold a partial write.
 fn bind_values(
     ctx: &Context,
+    scylla: bool,
     slots: &[Slot<'_>],
     types: &[ColumnType],
     client: Option<Values<'_>>,
@@ -147,6 +152,9 @@ fn bind_values(
     for (slot, ty) in slots.iter().zip(types) {
         match slot {
             Slot::Literal(lit) => {
+                if scylla {
+                    scylla_literals::established(lit, ty)?;
+                }
                 encode_literal(lit, ty, &ctx.encode, out).map_err(|e| e.label())?
             }
             Slot::ClientMarker { .. } => {
@@ -159,6 +167,25 @@ fn bind_values(
         }
     }
     Ok(())
+}
+
+/// Looks a shape up in the cache. Against ScyllaDB (see [`crate::flavor`]) a shape is admitted
+/// at its third sighting at the earliest, and prepared only while the node holds fewer shapes
+/// than its budget; one over budget goes through as written for the cache's negative time.
+fn lookup(ctx: &Context, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Lookup {
+    if !scylla {
+        return ctx.cache.lookup(key, now);
+    }
+    match ctx.cache.lookup_admitting(key, now, SCYLLA_ADMISSION) {
+        Lookup::PrepareNow
+            if ctx.cache.entries_on(key.node) >= ctx.flavors.scylla_budget(key.node, now) =>
+        {
+            ctx.cache
+                .failed(key.node, key.hash, "scylla cache budget", now);
+            Lookup::Negative("scylla cache budget")
+        }
+        other => other,
+    }
 }
 
 /// Why a shape cannot use its client's values as they are, if it cannot.
@@ -281,7 +308,8 @@ fn decide_shape(
         keyspace,
         text: &shape.text,
     };
-    let entry = match ctx.cache.lookup(&key, now) {
+    let scylla = ctx.flavors.is_scylla(node);
+    let entry = match lookup(ctx, &key, scylla, now) {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow => {
             return Decision::PassThrough {
@@ -306,7 +334,15 @@ fn decide_shape(
     }
 
     scratch.clear();
-    if let Err(reason) = bind_values(ctx, &shape.slots, &entry.bind_types, params.values, scratch) {
+    let bound = bind_values(
+        ctx,
+        scylla,
+        &shape.slots,
+        &entry.bind_types,
+        params.values,
+        scratch,
+    );
+    if let Err(reason) = bound {
         return pass(reason);
     }
     let Ok(count) = u16::try_from(shape.slots.len()) else {
@@ -414,11 +450,13 @@ pub fn decide_batch(
             keyspace,
             text: &shape.text,
         };
-        match ctx.cache.lookup(&key, now) {
+        let scylla = ctx.flavors.is_scylla(node);
+        match lookup(ctx, &key, scylla, now) {
             Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
                 let start = scratch.len();
                 if let Err(r) = bind_values(
                     ctx,
+                    scylla,
                     &shape.slots,
                     &entry.bind_types,
                     Some(child.values),

@@ -251,7 +251,7 @@ async fn client_to_upstream(
     let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
     let mut scratch = rewrite::Scratch::default();
     let mut framed: Option<FramedDecoder> = None;
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut buf = BytesMut::new();
     let closing = shared.closing.cancelled();
     tokio::pin!(closing);
     loop {
@@ -336,12 +336,24 @@ async fn refuse_truncated(
     End::BadClientInput(msg)
 }
 
-/// Keeps at least 16 KiB free for the next read, so large frames arrive in large reads.
+/// A read buffer's room for the next read: it starts at [`READ_MIN`] and doubles while reads
+/// fill it (a large frame arrives in a few large reads), and once every byte read has been
+/// handled, a buffer grown past [`READ_KEEP`] is given back (an idle connection holds only
+/// what it needs; the frames split from it keep their own part alive until written).
 fn reserve_read_room(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < 16 * 1024 {
-        buf.reserve(64 * 1024);
+    if buf.is_empty() && buf.capacity() > READ_KEEP {
+        *buf = BytesMut::new();
+    }
+    if buf.capacity() - buf.len() < READ_MIN {
+        buf.reserve(buf.len().max(READ_MIN));
     }
 }
+
+/// The smallest room a read is given.
+const READ_MIN: usize = 4 * 1024;
+
+/// A drained read buffer larger than this is given back.
+const READ_KEEP: usize = 64 * 1024;
 
 /// Answers malformed client input with a protocol ERROR; the session then ends.
 async fn refuse(err: SegmentError, to_client: &mpsc::Sender<Out>) -> End {
@@ -591,7 +603,7 @@ async fn upstream_to_client(
 ) -> End {
     let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let mut framed: Option<FramedDecoder> = None;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::new();
     let client_stopped = shared.client_stopped.cancelled();
     tokio::pin!(client_stopped);
     loop {
@@ -666,8 +678,12 @@ async fn upstream_to_client(
             }
         }
         let stopping = shared.client_stopped.is_cancelled();
-        if stopping && shared.lock().streams.in_use() == 0 {
-            return End::Closing;
+        {
+            let mut st = shared.lock();
+            if stopping && st.streams.in_use() == 0 {
+                return End::Closing;
+            }
+            st.streams.shrink_if_idle();
         }
         reserve_read_room(&mut buf);
         let read = tokio::select! {
@@ -726,6 +742,8 @@ async fn on_response(
                 }
             }
             if env.header().opcode == Opcode::SUPPORTED {
+                let scylla = topology::announces_scylla(&env);
+                ctx.flavors.learn(shared.node, scylla);
                 env = topology::supported(env, compression(), max);
             }
             env.set_stream(StreamId(stream));
@@ -799,6 +817,9 @@ async fn on_response(
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for hash in used.with_id(&unknown) {
                         ctx.cache.invalidate(shared.node, hash, &unknown);
+                    }
+                    if ctx.flavors.is_scylla(shared.node) {
+                        ctx.flavors.evicted(shared.node, Instant::now());
                     }
                     let pending = match topology {
                         Some(read) => Pending::Topology { stream, read },

@@ -71,16 +71,26 @@ pub struct Tag {
 }
 
 /// A bitmap allocator with the pending request of every id in use.
+///
+/// The table grows with the ids in use, 64 at a time, and is given back whole when nothing is
+/// in flight and it had grown past [`KEEP_IDS`]: an idle connection holds a few hundred bytes
+/// of it, not the 32,768 slots the protocol allows. The lowest free id is handed out, so a
+/// connection with n requests in flight uses ids below about n.
 #[derive(Debug)]
 pub struct StreamTable {
+    /// Most ids handed out (the configured `upstream_streams`, at most 32,768).
+    capacity: usize,
+    /// One bit per id of the grown part, set when free.
     free_bits: Vec<u64>,
+    /// Indexed by id; as long as the grown part.
     slots: Vec<Option<Pending>>,
-    /// Indexed by id like `slots`, grown only as far as the highest id used (ids are reused
-    /// from the low end, so this stays short unless the connection is very busy).
+    /// Indexed by id like `slots`, grown only as far as the highest id used.
     tags: Vec<Tag>,
-    cursor: usize,
     in_use: usize,
 }
+
+/// A table grown past this many ids is given back when nothing is in flight.
+pub const KEEP_IDS: usize = 256;
 
 impl Default for StreamTable {
     fn default() -> Self {
@@ -96,22 +106,16 @@ impl StreamTable {
 
     /// A table handing out only ids `0..capacity` (at most 32768; at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
-        let capacity = capacity.clamp(1, STREAM_COUNT);
-        let mut free_bits = vec![0u64; capacity.div_ceil(64)];
-        for id in 0..capacity {
-            free_bits[id / 64] |= 1u64 << (id % 64);
-        }
         StreamTable {
-            free_bits,
-            slots: vec![None; capacity],
+            capacity: capacity.clamp(1, STREAM_COUNT),
+            free_bits: Vec::new(),
+            slots: Vec::new(),
             tags: Vec::new(),
-            cursor: 0,
             in_use: 0,
         }
     }
 
-    /// Takes a free id for `pending`, or `None` when all are in use. Ids are handed out
-    /// round-robin so a late response to an id never meets a fresh request under it soon.
+    /// Takes a free id for `pending`, or `None` when all are in use.
     pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
         let (idx, id) = self.take_free_id()?;
         self.slots[idx] = Some(pending);
@@ -119,26 +123,54 @@ impl StreamTable {
         Some(id)
     }
 
+    /// The lowest free id, growing the table by one word of 64 ids when every grown id is
+    /// taken.
     fn take_free_id(&mut self) -> Option<(usize, i16)> {
-        if self.in_use == self.slots.len() {
+        if self.in_use >= self.capacity {
             return None;
         }
-        let words = self.free_bits.len();
-        for step in 0..=words {
-            let w = (self.cursor + step) % words;
-            let word = self.free_bits[w];
-            if word != 0 {
-                let bit = word.trailing_zeros() as usize;
-                let idx = w * 64 + bit;
-                // idx < 32768, so it fits in i16.
-                let id = i16::try_from(idx).ok()?;
-                self.free_bits[w] &= !(1u64 << bit);
-                self.in_use += 1;
-                self.cursor = w;
-                return Some((idx, id));
-            }
+        let w = match self.free_bits.iter().position(|&word| word != 0) {
+            Some(w) => w,
+            None => self.grow()?,
+        };
+        let word = self.free_bits[w];
+        let bit = word.trailing_zeros() as usize;
+        let idx = w * 64 + bit;
+        // idx < 32768, so it fits in i16.
+        let id = i16::try_from(idx).ok()?;
+        self.free_bits[w] &= !(1u64 << bit);
+        self.in_use += 1;
+        Some((idx, id))
+    }
+
+    /// Adds a word of free ids (fewer in the last word of a capacity that is not a multiple
+    /// of 64); its index, or `None` at capacity.
+    fn grow(&mut self) -> Option<usize> {
+        let first = self.free_bits.len() * 64;
+        if first >= self.capacity {
+            return None;
         }
-        None
+        let n = (self.capacity - first).min(64);
+        self.free_bits
+            .push(if n == 64 { u64::MAX } else { (1u64 << n) - 1 });
+        self.slots.resize(first + 64, None);
+        Some(self.free_bits.len() - 1)
+    }
+
+    /// Gives the grown table back once nothing is in flight, if it had grown large. Called by
+    /// the session when it has handled every response read so far (not on each release: a
+    /// replay takes the released id again right away and keeps its tag).
+    pub fn shrink_if_idle(&mut self) {
+        if self.in_use == 0 && self.slots.len() > KEEP_IDS {
+            *self = StreamTable::with_capacity(self.capacity);
+        }
+    }
+
+    /// Memory the table holds (its vectors' capacities), for the footprint tests.
+    pub fn heap_bytes(&self) -> usize {
+        self.free_bits.capacity() * 8
+            + self.slots.capacity() * std::mem::size_of::<Option<Pending>>()
+            + self.tags.capacity() * std::mem::size_of::<Tag>()
     }
 
     /// Like [`StreamTable::allocate`], and tags the request with its statement shape. When all
@@ -206,9 +238,14 @@ impl StreamTable {
     /// Puts `pending` on `id` whether or not it is in use (a replay under the id whose
     /// response just arrived and was released).
     pub fn allocate_exact(&mut self, id: i16, pending: Pending) {
-        let Some(idx) = usize::try_from(id).ok().filter(|i| *i < self.slots.len()) else {
+        let Some(idx) = usize::try_from(id).ok().filter(|i| *i < self.capacity) else {
             return;
         };
+        while self.slots.len() <= idx {
+            if self.grow().is_none() {
+                return;
+            }
+        }
         if self.slots[idx].is_none() {
             self.free_bits[idx / 64] &= !(1u64 << (idx % 64));
             self.in_use += 1;
@@ -287,6 +324,36 @@ mod tests {
         let id = t.allocate(Pending::client(4)).unwrap();
         let (_, tag) = t.release_tagged(id);
         assert!(tag.started.is_some() && tag.shape.is_none());
+    }
+
+    #[test]
+    fn grows_with_use_and_is_given_back_when_idle() {
+        let mut t = StreamTable::new();
+        assert_eq!(t.heap_bytes(), 0);
+        let ids: Vec<i16> = (0..1000)
+            .map(|i| t.allocate(Pending::client(i)).unwrap())
+            .collect();
+        assert_eq!(ids, (0..1000).collect::<Vec<i16>>());
+        let grown = t.heap_bytes();
+        assert!(grown > 0);
+        for id in ids {
+            t.release(id);
+        }
+        assert_eq!(t.heap_bytes(), grown, "kept until the session says");
+        t.shrink_if_idle();
+        assert_eq!(t.heap_bytes(), 0);
+        // A small table is kept: it is what an ordinary connection needs.
+        let a = t.allocate(Pending::client(1)).unwrap();
+        t.release(a);
+        t.shrink_if_idle();
+        assert!(
+            t.heap_bytes() > 0 && t.heap_bytes() < 8 * 1024,
+            "{}",
+            t.heap_bytes()
+        );
+        // A replay under an id beyond the grown part grows it.
+        t.allocate_exact(700, Pending::client(2));
+        assert_eq!(t.release(700), Some(Pending::client(2)));
     }
 
     #[test]

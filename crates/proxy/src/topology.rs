@@ -11,20 +11,23 @@
 //!     advertised address (stable whichever node the connection went to), and `tokens` the
 //!     first of the node's own tokens: one token, so the driver's ring has exactly one node
 //!     owning every range (see [`first_token`] for why not all tokens of all nodes).
-//!   - `system.peers`, `system.peers_v2`: no rows. Metadata and paging state are untouched.
+//!   - `system.peers`, `system.peers_v2` and ScyllaDB's `system.client_routes`: no rows.
+//!     Metadata and paging state are untouched.
 //!
 //!   Only cell values change; every other byte of the answer is the server's. Compressed v4
 //!   bodies are decompressed and compressed again with the same algorithm; v5 envelopes are
 //!   re-framed by the writer as usual.
-//! - **Events.** TOPOLOGY_CHANGE and STATUS_CHANGE events are about nodes the driver does not
-//!   know (or the proxied node itself, whose address the driver never saw): all are dropped.
-//!   SCHEMA_CHANGE passes.
+//! - **Events.** TOPOLOGY_CHANGE, STATUS_CHANGE and ScyllaDB's CLIENT_ROUTES_CHANGE events are
+//!   about nodes the driver does not know (or the proxied node itself, whose address the
+//!   driver never saw): all are dropped. SCHEMA_CHANGE passes.
 //! - **SUPPORTED.** ScyllaDB's sharding keys (`SCYLLA_SHARD`, `SCYLLA_NR_SHARDS`,
 //!   `SCYLLA_SHARD_AWARE_PORT[_SSL]`, ...) would send shard-aware drivers to the node's
 //!   shard-aware port, and tablet routing (`TABLETS_ROUTING_*`) names replicas by host id:
 //!   both are removed, so drivers see a node with `enable_shard_aware_drivers: false`. So is
 //!   `SCYLLA_USE_METADATA_ID`, which changes the v4 PREPARED and EXECUTE layouts the proxy
-//!   reads and writes. The other extensions (LWT metadata mark, rate-limit error, ...) stay.
+//!   reads and writes, and `SCYLLA_HOST_ID` (the node's host id, which recent drivers compare
+//!   with the rewritten `system.local`). The other extensions (LWT metadata mark, rate-limit
+//!   error, ...) stay.
 
 use crate::metrics::Metrics;
 use autoprep_protocol::compression::{self, Compression};
@@ -51,6 +54,9 @@ pub enum SystemTable {
     Local,
     Peers,
     PeersV2,
+    /// ScyllaDB's `system.client_routes` (addresses per client route and host id, read by
+    /// drivers configured for client routes): answered with no rows, like the peers.
+    ClientRoutes,
 }
 
 impl SystemTable {
@@ -60,6 +66,7 @@ impl SystemTable {
             "local" => Some(SystemTable::Local),
             "peers" => Some(SystemTable::Peers),
             "peers_v2" => Some(SystemTable::PeersV2),
+            "client_routes" => Some(SystemTable::ClientRoutes),
             _ => None,
         }
     }
@@ -70,6 +77,7 @@ impl SystemTable {
             SystemTable::Local => "system.local",
             SystemTable::Peers => "system.peers",
             SystemTable::PeersV2 => "system.peers_v2",
+            SystemTable::ClientRoutes => "system.client_routes",
         }
     }
 }
@@ -264,7 +272,7 @@ impl Topology {
         let advertised = self.advertised_to(local);
         let rebuilt = rebuild(&env, compression, max, |header, message, out| {
             match table {
-                SystemTable::Peers | SystemTable::PeersV2 => {
+                SystemTable::Peers | SystemTable::PeersV2 | SystemTable::ClientRoutes => {
                     drop_rows(message, header.version, out).ok()?;
                 }
                 SystemTable::Local => {
@@ -341,8 +349,9 @@ pub fn table_of(query: &[u8], keyspace: Option<&str>) -> Option<SystemTable> {
     SystemTable::from_name(&t.table)
 }
 
-/// `local` or `peers` occurs in `q`, in any case: a SIMD search for the first letter, a
-/// compare where it is found (about 80 ns for a 100-byte SELECT; the lexer would take 250).
+/// `local`, `peers` or `client_routes` occurs in `q`, in any case: a SIMD search for a
+/// letter, a compare where it is found (about 80 ns for a 100-byte SELECT; the lexer would
+/// take 250).
 fn mentions_local_or_peers(q: &[u8]) -> bool {
     let at = |i: usize, word: &[u8]| {
         q.get(i..i + word.len())
@@ -350,6 +359,7 @@ fn mentions_local_or_peers(q: &[u8]) -> bool {
     };
     memchr::memchr2_iter(b'l', b'L', q).any(|i| at(i, b"local"))
         || memchr::memchr2_iter(b'p', b'P', q).any(|i| at(i, b"peers"))
+        || memchr::memchr_iter(b'_', q).any(|i| i >= 6 && at(i - 6, b"client_routes"))
 }
 
 /// `needle` (lower-case ASCII) occurs in `hay`, ignoring ASCII case.
@@ -533,7 +543,11 @@ pub fn keep_event(env: &Envelope, compression: Option<Compression>, max: usize) 
     };
     let mut m = rb.message;
     let kind = read_string(&mut m).unwrap_or("");
-    kind != "TOPOLOGY_CHANGE" && kind != "STATUS_CHANGE"
+    // ScyllaDB's CLIENT_ROUTES_CHANGE names host ids of nodes the driver does not know.
+    !matches!(
+        kind,
+        "TOPOLOGY_CHANGE" | "STATUS_CHANGE" | "CLIENT_ROUTES_CHANGE"
+    )
 }
 
 /// SUPPORTED keys that would lead a driver around the proxy, or change the v4 message layouts
@@ -550,7 +564,15 @@ pub fn is_removed_supported_key(key: &str) -> bool {
             | "SCYLLA_SHARD_AWARE_PORT"
             | "SCYLLA_SHARD_AWARE_PORT_SSL"
             | "SCYLLA_USE_METADATA_ID"
+            // The node's host id, which drivers compare with `system.local`'s (rewritten).
+            | "SCYLLA_HOST_ID"
     ) || key.starts_with("TABLETS_ROUTING")
+}
+
+/// Whether a SUPPORTED answer (never compressed: it comes before STARTUP) announces
+/// ScyllaDB, which adds `SCYLLA_*` options to it.
+pub fn announces_scylla(env: &Envelope) -> bool {
+    env.header().opcode == Opcode::SUPPORTED && contains_ignore_case(env.body(), b"scylla_")
 }
 
 /// A SUPPORTED answer without the keys of [`is_removed_supported_key`].

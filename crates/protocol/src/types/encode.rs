@@ -19,6 +19,7 @@
 mod collection;
 mod direct;
 mod number;
+pub mod scylla;
 mod simple;
 mod temporal;
 mod vint;

@@ -464,6 +464,11 @@ fn classifies_the_drivers_topology_queries() {
         // the scylla crate
         ("select host_id, rpc_address, data_center, rack, tokens from system.local", Some(SystemTable::Local)),
         ("select host_id, rpc_address, data_center, rack, tokens from system.peers", Some(SystemTable::Peers)),
+        // the scylla crate against ScyllaDB: a trailing USING TIMEOUT
+        ("select host_id, rpc_address, data_center, rack, tokens from system.local USING TIMEOUT 30000ms", Some(SystemTable::Local)),
+        // ScyllaDB's client routes
+        ("SELECT * FROM system.client_routes", Some(SystemTable::ClientRoutes)),
+        ("SELECT connection_id, host_id, address, port FROM system.client_routes WHERE connection_id IN ('a')", Some(SystemTable::ClientRoutes)),
         // not topology
         ("SELECT * FROM ks.local", None),
         ("SELECT * FROM system_schema.tables", None),
@@ -586,8 +591,15 @@ fn topology_and_status_events_are_dropped_schema_events_pass() {
             write_string(b, s).unwrap();
         }
     });
+    // ScyllaDB: the kind, then connection ids and host ids (string lists).
+    let routes = event("CLIENT_ROUTES_CHANGE", |b| {
+        write_string(b, "UPDATE_NODES").unwrap();
+        b.put_u16(0);
+        b.put_u16(0);
+    });
     for &(version, compression) in FLAVOURS {
         let env = |body: &[u8]| response(version, compression, 0, Opcode::EVENT, body);
+        assert!(!keep_event(&env(&routes), compression, MAX));
         assert!(!keep_event(&env(&topo), compression, MAX));
         assert!(!keep_event(&env(&status), compression, MAX));
         assert!(keep_event(&env(&schema), compression, MAX));
