@@ -13,6 +13,7 @@ use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    malloc_tunables();
     let loaded = match config::load(std::env::args_os(), std::env::vars_os()) {
         Ok(l) => l,
         Err(LoadError::Cli(e)) => {
@@ -41,6 +42,44 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The glibc tunable this process runs with: allocations of 128 KiB and more (large results,
+/// their write buffers) are mapped on their own and unmapped when freed. glibc's default
+/// raises that threshold to the largest block freed so far, after which large results land in
+/// the heap arenas and their memory is not given back: RSS after 300 connections that each
+/// read a 1 MB result and closed ranged +9 to +70 MiB with the default, +8 MiB with this (see
+/// README "Footprint"). Any other tunables the operator set are kept.
+const MMAP_THRESHOLD: &str = "glibc.malloc.mmap_threshold=131072";
+
+/// glibc reads its tunables once, at exec: unless `GLIBC_TUNABLES` already names an mmap
+/// threshold, the binary executes itself again (same pid, arguments and environment) with
+/// [`MMAP_THRESHOLD`] added (an operator who sets another threshold there keeps it). Any
+/// failure leaves the process going on with glibc's defaults.
+fn malloc_tunables() {
+    use std::os::unix::process::CommandExt;
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if current.contains("glibc.malloc.mmap_threshold") {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let tunables = if current.is_empty() {
+        MMAP_THRESHOLD.to_owned()
+    } else {
+        format!("{current}:{MMAP_THRESHOLD}")
+    };
+    let mut args = std::env::args_os();
+    let mut cmd = std::process::Command::new(exe);
+    if let Some(arg0) = args.next() {
+        cmd.arg0(arg0);
+    }
+    // Returns only if the exec failed: go on as we are.
+    let _ = cmd.args(args).env("GLIBC_TUNABLES", tunables).exec();
 }
 
 /// One thread: a current-thread runtime (every wake-up stays on the thread); otherwise the
