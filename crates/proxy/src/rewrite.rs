@@ -521,3 +521,140 @@ pub fn decide_batch(
         used: Used::Many(prepared),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use autoprep_cache::PreparedEntry;
+    use autoprep_protocol::envelope::{Direction, Flags};
+    use autoprep_protocol::message::query::encode_query;
+
+    /// A context whose cache holds `text`'s shape (keyspace `ks`) with `types`, and the
+    /// decision for a QUERY of `text`.
+    fn decide_with(ctx: &Context, text: &str, types: Vec<ColumnType>) -> Decision {
+        let Ok(Normalized::Shape(shape)) = normalize(text.as_bytes()) else {
+            panic!("not a shape: {text}")
+        };
+        let ks = Some("ks");
+        ctx.cache.prepared(
+            NODE,
+            shape.hash(ks),
+            PreparedEntry {
+                text: shape.text.clone(),
+                fingerprint: shape.fingerprint(ks),
+                keyspace: ks.map(str::to_owned),
+                id: Bytes::from_static(&[7; 16]),
+                result_metadata_id: None,
+                bind_types: types,
+                pk_indexes: vec![0],
+                result_metadata: Bytes::new(),
+                tables: vec![("ks".into(), "t".into())],
+            },
+        );
+        let mut body = Vec::new();
+        let params = QueryParams {
+            consistency: 1,
+            ..Default::default()
+        };
+        encode_query(ProtocolVersion::V4, text.as_bytes(), &params, &mut body).unwrap();
+        let header = Header {
+            version: ProtocolVersion::V4,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(1),
+            opcode: Opcode::QUERY,
+            length: body.len(),
+        };
+        let request = QueryRequest::parse(&header, &body).unwrap();
+        let conn = ConnKeyspace {
+            name: ks,
+            settled: true,
+        };
+        let mut scratch = Scratch::default();
+        decide(
+            ctx,
+            NODE,
+            &header,
+            &request,
+            conn,
+            Instant::now(),
+            &mut scratch,
+            &mut None,
+        )
+    }
+
+    fn reason(d: &Decision) -> Option<&'static str> {
+        match d {
+            Decision::PassThrough { reason, .. } => Some(reason),
+            Decision::Execute { .. } => None,
+        }
+    }
+
+    #[test]
+    fn against_scylla_only_established_literals_are_bound() {
+        let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
+        let blob = "INSERT INTO t (k, b) VALUES (1, 0x00ff)";
+        let types = || vec![ColumnType::Int, ColumnType::Blob];
+        // Cassandra (or not known yet): bound.
+        assert_eq!(reason(&decide_with(&ctx, blob, types())), None);
+        ctx.flavors.learn(NODE, true);
+        assert_eq!(
+            reason(&decide_with(&ctx, blob, types())),
+            Some("scylla: blob literal")
+        );
+        let ts = "INSERT INTO t (k, at) VALUES (1, '2024-01-02 03:04:05.1234+0000')";
+        let types = || vec![ColumnType::Int, ColumnType::Timestamp];
+        assert_eq!(
+            reason(&decide_with(&ctx, ts, types())),
+            Some("scylla: timestamp form")
+        );
+        let ts = "INSERT INTO t (k, at) VALUES (1, '2024-01-02 03:04:05.123+0000')";
+        assert_eq!(reason(&decide_with(&ctx, ts, types())), None);
+    }
+
+    #[test]
+    fn nothing_is_rewritten_while_a_use_is_in_flight() {
+        let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
+        let text = "SELECT * FROM t WHERE k = 1";
+        let Ok(Normalized::Shape(_)) = normalize(text.as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(
+            reason(&decide_with(&ctx, text, vec![ColumnType::Int])),
+            None
+        );
+        let mut body = Vec::new();
+        encode_query(
+            ProtocolVersion::V4,
+            text.as_bytes(),
+            &QueryParams::default(),
+            &mut body,
+        )
+        .unwrap();
+        let header = Header {
+            version: ProtocolVersion::V4,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(1),
+            opcode: Opcode::QUERY,
+            length: body.len(),
+        };
+        let request = QueryRequest::parse(&header, &body).unwrap();
+        let unsettled = ConnKeyspace {
+            name: Some("ks"),
+            settled: false,
+        };
+        let d = decide(
+            &ctx,
+            NODE,
+            &header,
+            &request,
+            unsettled,
+            Instant::now(),
+            &mut Scratch::default(),
+            &mut None,
+        );
+        assert_eq!(reason(&d), Some("use in flight"));
+    }
+}
