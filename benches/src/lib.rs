@@ -1,7 +1,8 @@
 //! Benchmarks of autoprep: criterion micro-benchmarks under `benches/`, the closed-loop load
 //! generator ([`load`]) used by the `e2e` and `savings` binaries, the legacy time-series
 //! workload ([`legacy`]), /proc CPU accounting ([`procfs`]), CPU pinning ([`affinity`]), the
-//! savings chart ([`chart`]) and the inputs the micro-benchmarks share ([`fixtures`]).
+//! savings chart ([`chart`]), the inputs the micro-benchmarks share ([`fixtures`]) and the
+//! byte-splice forwarder the proxy is measured against ([`splice`]).
 
 pub mod affinity;
 pub mod chart;
@@ -9,3 +10,4 @@ pub mod fixtures;
 pub mod legacy;
 pub mod load;
 pub mod procfs;
+pub mod splice;

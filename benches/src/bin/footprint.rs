@@ -21,11 +21,12 @@
 
 use anyhow::{bail, Context, Result};
 use autoprep_benches::load::Conn;
+use autoprep_benches::splice;
 use clap::Parser;
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 #[derive(Parser, Debug)]
 #[command(about = "Memory per client connection: autoprep and a byte splice")]
@@ -62,26 +63,9 @@ fn main() -> Result<()> {
     let a = Args::parse();
     let rt = tokio::runtime::Runtime::new()?;
     if a.command == "splice" {
-        return rt.block_on(splice(&a.listen, &a.upstream));
+        return rt.block_on(splice::serve(&a.listen, &a.upstream));
     }
     rt.block_on(measure(&a))
-}
-
-/// The byte-splice forwarder: every client connection gets its own upstream connection and
-/// one task copying both ways.
-async fn splice(listen: &str, upstream: &str) -> Result<()> {
-    let l = TcpListener::bind(listen).await?;
-    loop {
-        let (mut c, _) = l.accept().await?;
-        let upstream = upstream.to_owned();
-        tokio::spawn(async move {
-            let _ = c.set_nodelay(true);
-            if let Ok(mut u) = TcpStream::connect(&upstream).await {
-                let _ = u.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut c, &mut u).await;
-            }
-        });
-    }
 }
 
 /// A forwarder process, killed when dropped.

@@ -10,7 +10,11 @@
 //! - `passthrough` (optional): the QUERY stream through a second autoprep with `--rewrite false`;
 //! - `proxied-prepared` (optional): the EXECUTE stream of `direct-prepared` through the autoprep
 //!   of `autoprep`, which passes EXECUTEs through: what being behind a proxy alone costs the
-//!   server, apart from the rewrite.
+//!   server, apart from the rewrite;
+//! - `splice-unprepared`, `splice-prepared` (optional): the QUERY stream, and the EXECUTE
+//!   stream, through a byte-splice forwarder (`autoprep_benches::splice`, a process of its own
+//!   that this program starts): the yardstick of the proxy's own CPU per operation, throughput
+//!   and added latency.
 //!
 //! Per mode it reports op/s, p50/p99 latency, server CPU per operation (utime + stime of the
 //! server process from /proc), autoprep's own CPU per operation, the statements the server
@@ -43,6 +47,9 @@ struct Args {
     /// Pid of the server process (default: the CassandraDaemon listening on the upstream port).
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Run as the byte-splice forwarder on this address (how the splice modes start it).
+    #[arg(long, hide = true)]
+    serve_splice: Option<String>,
     /// The autoprep binary to start in front of the server.
     #[arg(long, default_value = "target/release/autoprep")]
     autoprep_bin: String,
@@ -144,6 +151,8 @@ enum Mode {
     DirectPrepared,
     Passthrough,
     ProxiedPrepared,
+    SpliceUnprepared,
+    SplicePrepared,
 }
 
 impl Mode {
@@ -154,9 +163,11 @@ impl Mode {
             "direct-prepared" => Mode::DirectPrepared,
             "passthrough" => Mode::Passthrough,
             "proxied-prepared" => Mode::ProxiedPrepared,
+            "splice-unprepared" => Mode::SpliceUnprepared,
+            "splice-prepared" => Mode::SplicePrepared,
             m => bail!(
                 "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough, \
-                 proxied-prepared)"
+                 proxied-prepared, splice-unprepared, splice-prepared)"
             ),
         })
     }
@@ -168,6 +179,8 @@ impl Mode {
             Mode::DirectPrepared => "direct-prepared",
             Mode::Passthrough => "passthrough",
             Mode::ProxiedPrepared => "proxied-prepared",
+            Mode::SpliceUnprepared => "splice-unprepared",
+            Mode::SplicePrepared => "splice-prepared",
         }
     }
 }
@@ -186,6 +199,30 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
+    /// This program again, as the byte-splice forwarder (`--serve-splice`).
+    async fn splice(a: &Args, addr: &str) -> Result<Proxy> {
+        let child = Command::new(std::env::current_exe()?)
+            .args(["--serve-splice", addr, "--upstream", &a.upstream])
+            .stdout(Stdio::null())
+            .spawn()
+            .context("start the splice forwarder")?;
+        Proxy::listening(child, addr).await
+    }
+
+    async fn listening(child: Child, addr: &str) -> Result<Proxy> {
+        let p = Proxy {
+            child,
+            addr: addr.to_owned(),
+        };
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(p);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("{addr}: the forwarder did not start listening")
+    }
+
     async fn start(a: &Args, addr: &str, rewrite: bool) -> Result<Proxy> {
         let child = Command::new(&a.autoprep_bin)
             .args(["--listen", addr, "--upstream", &a.upstream])
@@ -200,17 +237,7 @@ impl Proxy {
                     a.autoprep_bin
                 )
             })?;
-        let p = Proxy {
-            child,
-            addr: addr.to_owned(),
-        };
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(addr).await.is_ok() {
-                return Ok(p);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        bail!("autoprep did not start listening on {addr}")
+        Proxy::listening(child, addr).await
     }
 }
 
@@ -291,6 +318,8 @@ struct Bench {
     ids: [Vec<u8>; 3],
     autoprep: Option<Proxy>,
     passthrough: Option<Proxy>,
+    /// The byte-splice forwarder of the splice modes.
+    splice: Option<Proxy>,
     /// Insert sequence offset of the next phase: every phase writes rows of its own.
     next_insert: u64,
     /// Timestamps as integer literals.
@@ -327,6 +356,7 @@ impl Bench {
         match mode {
             Mode::Autoprep | Mode::ProxiedPrepared => self.autoprep.as_ref(),
             Mode::Passthrough => self.passthrough.as_ref(),
+            Mode::SpliceUnprepared | Mode::SplicePrepared => self.splice.as_ref(),
             _ => None,
         }
     }
@@ -376,7 +406,9 @@ impl Bench {
         rate: Option<f64>,
     ) -> Result<Phase> {
         let form = match mode {
-            Mode::DirectPrepared | Mode::ProxiedPrepared => Form::Prepared(self.ids.clone()),
+            Mode::DirectPrepared | Mode::ProxiedPrepared | Mode::SplicePrepared => {
+                Form::Prepared(self.ids.clone())
+            }
             _ => Form::Literal,
         };
         let addr = match self.proxy_of(mode) {
@@ -584,6 +616,9 @@ fn paired(phases: &[Phase], a: Mode, b: Mode, f: impl Fn(&Phase) -> f64) -> Vec<
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(listen) = &args.serve_splice {
+        return autoprep_benches::splice::serve(listen, &args.upstream).await;
+    }
     if let (Some(from), Some(to)) = (&args.replot, &args.svg) {
         let doc: Value = serde_json::from_str(
             &std::fs::read_to_string(from).with_context(|| format!("read {from}"))?,
@@ -668,8 +703,17 @@ async fn main() -> Result<()> {
     } else {
         None
     };
+    let splice = if modes.contains(&Mode::SpliceUnprepared) || modes.contains(&Mode::SplicePrepared)
+    {
+        let (host, p) = args.listen.rsplit_once(':').context("--listen host:port")?;
+        let addr = format!("{host}:{}", p.parse::<u16>()? + 2);
+        Some(Proxy::splice(&args, &addr).await?)
+    } else {
+        None
+    };
     let metrics = Conn::connect(&args.upstream).await?;
     let mut b = Bench {
+        splice,
         server_pid,
         ticks,
         metrics,
@@ -906,6 +950,50 @@ async fn main() -> Result<()> {
         &tput,
         None,
     );
+    // The proxy's own cost against the byte splice's, passing the same stream.
+    let fwd = |p: &Phase| {
+        p.proxy_s
+            .map_or(f64::NAN, |s| s * 1e6 / p.stats.ops.max(1) as f64)
+    };
+    add(
+        "forwarder CPU/op: proxied-prepared / splice-prepared",
+        ProxiedPrepared,
+        SplicePrepared,
+        &fwd,
+        Some(("<=", 1.30)),
+    );
+    add(
+        "forwarder CPU/op: autoprep / splice-unprepared",
+        Autoprep,
+        SpliceUnprepared,
+        &fwd,
+        Some(("<=", 1.75)),
+    );
+    add(
+        "op/s: proxied-prepared / splice-prepared",
+        ProxiedPrepared,
+        SplicePrepared,
+        &tput,
+        Some((">=", 0.97)),
+    );
+    // Latency the forwarder adds over direct, at the same concurrency (run with
+    // --connections 1 --in-flight 1 for the issue's one-in-flight figure).
+    let p50 = |p: &Phase| f64::from(p.stats.quantile_us(0.5));
+    let added = |p: &Phase| {
+        let direct = phases
+            .iter()
+            .find(|d| d.round == p.round && d.mode == DirectPrepared);
+        direct.map_or(f64::NAN, |d| p50(p) - p50(d))
+    };
+    if has(DirectPrepared) {
+        add(
+            "p50 added over direct: proxied-prepared / splice-prepared",
+            ProxiedPrepared,
+            SplicePrepared,
+            &added,
+            Some(("<=", 1.20)),
+        );
+    }
     // autoprep's own CPU per rewritten operation: the rewritten operations are the EXECUTEs
     // the server counted during autoprep's phases.
     let auto: Vec<&Phase> = phases.iter().filter(|p| p.mode == Autoprep).collect();
