@@ -19,7 +19,12 @@ Between uses the generator switches keyspace with USE (the same unqualified name
 both keyspaces, with other rows or other column types), drops and re-creates a table (sometimes
 with another column type) and adds / drops columns. "Race" episodes run a new shape for the first
 time and switch keyspace right after it, repeatedly, since the proxy prepares a shape in the
-background after its first sighting.
+background after its first sighting; some of them use a text batch of many statements whose first
+sighting the server refuses at once while its PREPARE takes milliseconds (a wide window).
+
+Nothing depends on the clocks or on when the server flushes: no now() / uuid() / writetime(),
+TTLs long enough never to expire during a run, write timestamps far from now and positive where
+they can make a deletion time (Cassandra 5.0.6 cannot read back an sstable with a negative one).
 
 Everything is deterministic for a seed: the same `Generator(seed)` gives the same steps.
 """
@@ -391,7 +396,8 @@ class Values:
         if kind == "list":
             n = r.choice([0, 1, 1, 2, 3, 4])
             if self.bad():   # null inside a collection
-                return [self.of(t[1], nullable=False) for _ in range(n)] + [None]
+                items = [self.of(t[1], hashable=hashable, nullable=False) for _ in range(n)]
+                return tuple(items + [None]) if hashable else items + [None]
             items = [self.of(t[1], hashable=hashable, nullable=False) for _ in range(n)]
             return tuple(items) if hashable or r.random() < 0.1 else items  # tuple renders [..]
         if kind == "set":
@@ -432,8 +438,7 @@ class Table:
         pk = ", ".join(self.pk)
         key = f"(({pk})" + "".join(f", {c}" for c in self.ck) + ")" if len(self.pk) > 1 \
             else "(" + ", ".join(self.pk + self.ck) + ")"
-        statics = ""
-        return f"CREATE TABLE {ks}.{name} ({cols}, PRIMARY KEY {key}){statics}{self.options}"
+        return f"CREATE TABLE {ks}.{name} ({cols}, PRIMARY KEY {key}){self.options}"
 
     def regular(self):
         return [c for c in self.cols if c not in self.pk and c not in self.ck]
@@ -574,7 +579,6 @@ class Generator:
         self.pool: List[Template] = []
         self.alias = 0
         self.alt_next = 0
-        r = self.rng
         # Small key pools so that reads find rows and relations match.
         self.kt_pools = {c: [self.v.of(parse_type(t), nullable=False) for _ in range(3)]
                          for c, t in self.schema["A"]["t_ktypes"].cols.items() if c in KT_CK}
@@ -594,7 +598,6 @@ class Generator:
             (2, self.f_batch_driver), (4, self.f_lwt), (2, self.f_misc),
         ]
         self._weights = [w for w, _ in self.families]
-        _ = r
 
     # keys ---------------------------------------------------------------------------------
     def _valid_key(self, col, x):
@@ -679,10 +682,19 @@ class Generator:
         return r.choice([0, 3600, 86400, 630720000, r.randint(10000, 10 ** 8)])
 
     def tstamp(self):
-        """Write timestamps far from now (the server's and client's clocks never decide)."""
+        """Write timestamps far from now (the server's and client's clocks never decide), and
+        positive: Cassandra 5.0.6 writes a deletion time below zero (a deletion, or the
+        tombstone at timestamp - 1 of a collection overwrite) into an sstable it then cannot
+        read ("Invalid flags found deserializing DeletionTime"), so results would depend on
+        when the server flushes."""
         r = self.rng
-        return r.choice([0, 1, -1, 2 ** 63 - 1, -2 ** 63 + 1, r.randint(1, 10 ** 12),
-                         r.randint(4 * 10 ** 15, 5 * 10 ** 15)])
+        return r.choice([1, 2, r.randint(1, 10 ** 12), r.randint(4 * 10 ** 15, 5 * 10 ** 15)])
+
+    def tstamp_edge(self):
+        """Any bigint, for writes that make no deletion time (kv: no collections, no deletes
+        with a timestamp)."""
+        r = self.rng
+        return r.choice([0, -1, 2 ** 63 - 1, -2 ** 63 + 1, self.tstamp()])
 
     def fetch_small(self):
         return self.rng.choice([1, 2, 3, 5, 100])
@@ -694,7 +706,7 @@ class Generator:
     def tmpl(self, tag, text, gens, uses=None, fetch=None, **kw):
         r = self.rng
         gens = list(gens)
-        uses = uses if uses is not None else r.choice([3, 4, 5, 6, 8])
+        uses = uses if uses is not None else r.choice([4, 5, 6, 8, 10])
         return Template(tag, text, lambda: [g() for g in gens], uses, fetch, **kw)
 
     def col_val(self, table, col, slot="A"):
@@ -932,7 +944,7 @@ class Generator:
         in the future would empty a range for the rest of the run)."""
         r = self.rng
         if r.random() < 0.25:
-            return " USING TIMESTAMP %s", [lambda: r.choice([0, 1, r.randint(1, 10 ** 12)])]
+            return " USING TIMESTAMP %s", [lambda: r.choice([1, r.randint(1, 10 ** 12)])]
         return "", []
 
     def f_del_clus(self):
@@ -1178,7 +1190,7 @@ class Generator:
         kname = '"k"' if n & 2 else "k"
         vname = '"v"' if n & 4 else "v"
         use, ug = [("", []), (" USING TTL %s", [self.ttl]),
-                   (" USING TIMESTAMP %s", [self.tstamp])][(n >> 4) % 3]
+                   (" USING TIMESTAMP %s", [self.tstamp_edge])][(n >> 4) % 3]
         if x < 0.85:
             if n & 8:
                 text = f"INSERT INTO {tname} ({vname}, {kname}) VALUES (%s, %s){use}"
@@ -1397,18 +1409,67 @@ class Generator:
         return out
 
     def race_episode(self):
-        """A new shape: first sighting, USE of the other keyspace right away, and back and forth
-        (the proxy's PREPARE of the first sighting may run after the USE)."""
-        t = self.kv_template(unique=True)
-        t.uses = 10 ** 9
-        here, there = self.cur, "B" if self.cur == "A" else "A"
+        """A chain of keyspace switches, each right after a new shape's first sighting (the
+        proxy prepares a shape in the background after its first sighting, on the client's
+        connection: the PREPARE may run after the USE, in the other keyspace), on tables that
+        exist in the other keyspace (so that a PREPARE run there succeeds); then every shape
+        again in the keyspace of its first sighting (where such a PREPARE would be used), half
+        of them in the other one too, and back to A."""
+        r = self.rng
+        firsts = []
         out = []
-        for slot in (here, there, here, there, here):
+        for _ in range(r.randint(3, 8)):
+            slot = self.cur
+            table = r.choice(["kv", "kv2", "only_b"] if slot == "A" else ["kv", "kv2", "only_a"])
+            t = self.kv_template(table, unique=True)
+            out.append(t.step())
+            firsts.append((t, slot))
+            out.append(self.use("B" if slot == "A" else "A"))
+        here = self.cur
+        for slot in (here, "B" if here == "A" else "A"):
             if self.cur != slot:
                 out.append(self.use(slot))
-            out.append(t.step())
+            for t, s in firsts:
+                if s == slot or r.random() < 0.5:
+                    out.append(t.step())
         if self.cur != "A":
             out.append(self.use("A"))
+        for t, _ in firsts:   # some of them recur later
+            if r.random() < 0.25:
+                t.uses = r.randint(2, 4)
+                self.pool.append(t)
+        return out
+
+    def race_batch_episode(self):
+        """A race with a slow PREPARE: a text batch of many statements on a table of both
+        keyspaces, seen first with a bad first value (the server refuses the QUERY at once, while
+        preparing the shape takes milliseconds), then `USE B` right away; the same shape in B
+        (its first sighting there), again in B, back in A. Reads of both keyspaces show where
+        the writes went."""
+        r = self.rng
+        n = self.new_variant()
+        table = "kv" if n % 2 else "kv2"
+        count = 16 + (n // 2) % 40
+        kinds = [("UPDATE {t} SET v = %s WHERE k = %s;", False),
+                 ("INSERT INTO {t} (k, v) VALUES (%s, %s);", True)]
+        children = [kinds[(n >> (j % 5)) & 1] for j in range(count)]
+        text = ("BEGIN UNLOGGED BATCH " + " ".join(c.format(t=table) for c, _ in children)
+                + " APPLY BATCH")
+        tag = n
+
+        def values(bad):
+            out = []
+            for j, (_, key_first) in enumerate(children):
+                k = (tag + j) % 10
+                v = r.choice([0, -1]) if bad and j == 0 else f"b{tag}.{j}.{r.randint(0, 99)}"
+                out.extend([k, v] if key_first else [v, k])
+            return tuple(out)
+
+        check = Step(f"SELECT k, v FROM {table} WHERE k IN %s", (seq(range(10)),), None, "race")
+        out = [Step(text, values(r.random() < 0.8), None, "race-batch"), self.use("B")]
+        out += [Step(text, values(False), None, "race-batch") for _ in range(3)] + [check]
+        out.append(self.use("A"))
+        out += [Step(text, values(False), None, "race-batch") for _ in range(2)] + [check]
         return out
 
     def ddl_episode(self, which):
@@ -1438,7 +1499,7 @@ class Generator:
     def steps(self):
         r = self.rng
         out: List[Step] = []
-        n_ddl = max(2, self.count // 150)
+        n_ddl = max(2, min(8, self.count // 150))
         ddl_at = sorted({int(self.count * (i + 1) / (n_ddl + 1)) for i in range(n_ddl)})
         ddl_kinds = ["churn", "alt"] * n_ddl
         while len(out) < self.count:
@@ -1447,14 +1508,17 @@ class Generator:
                 out.extend(self.ddl_episode(ddl_kinds.pop(0)))
                 continue
             x = r.random()
-            if x < 0.035:
+            if x < 0.045:
                 out.extend(self.race_episode())
                 continue
             if x < 0.05:
+                out.extend(self.race_batch_episode())
+                continue
+            if x < 0.065:
                 out.extend(self.use_episode())
                 continue
             # a new template now and then, otherwise one of the pool: shapes recur
-            if not self.pool or r.random() < 0.17 or len(self.pool) < 6:
+            if not self.pool or r.random() < 0.12 or len(self.pool) < 6:
                 fam = r.choices(self.families, weights=self._weights)[0][1]
                 self.pool.append(fam())
             out.append(self._use_template(r.choice(self.pool)))
