@@ -19,7 +19,7 @@ use crate::schema_agreement;
 use crate::shapes::{self, ShapeRef};
 use crate::streams::{Pending, StreamTable};
 use crate::topology;
-use crate::writer::{self, Out};
+use crate::writer::{Out, Outbox};
 use crate::{socket, tls, upstream};
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{self, Compression};
@@ -43,12 +43,9 @@ use std::time::Duration;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
-
-/// Envelopes queued toward one socket before a reader waits (backpressure).
-const CHANNEL_DEPTH: usize = 1024;
 
 /// How long the client writer may take to flush a final answer after the session ends.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
@@ -162,12 +159,11 @@ async fn serve(client: TcpStream, ctx: &Context) {
     debug!(node = picked.node, upstream = %picked.addr, "connected upstream");
     let (client_rd, client_wr) = socket::into_split(client);
     let (upstream_rd, upstream_wr) = socket::into_split(upstream);
-    let (to_client, client_rx) = mpsc::channel(CHANNEL_DEPTH);
-    let (to_upstream, upstream_rx) = mpsc::channel(CHANNEL_DEPTH);
     let sent = Some(ctx.metrics.bytes_to_clients.clone());
-    let client_writer =
-        tokio::spawn(writer::run_counted(client_rx, client_wr, sent).in_current_span());
-    let upstream_writer = tokio::spawn(writer::run(upstream_rx, upstream_wr).in_current_span());
+    let (to_client, client_task) = Outbox::new(client_wr, sent);
+    let (to_upstream, upstream_task) = Outbox::new(upstream_wr, None);
+    let client_writer = tokio::spawn(client_task.in_current_span());
+    let upstream_writer = tokio::spawn(upstream_task.in_current_span());
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             streams: StreamTable::with_capacity(cfg.upstream_streams),
@@ -181,16 +177,10 @@ async fn serve(client: TcpStream, ctx: &Context) {
         ready: AtomicBool::new(false),
     });
 
-    // A block, so that both readers (and their senders to the writers) are gone at its end.
+    // A block, so that both readers are gone at its end.
     let end = {
-        let client_side = client_to_upstream(
-            client_rd,
-            ctx,
-            &shared,
-            to_upstream.clone(),
-            to_client.clone(),
-        );
-        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, to_client, to_upstream);
+        let client_side = client_to_upstream(client_rd, ctx, &shared, &to_upstream, &to_client);
+        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, &to_client, &to_upstream);
         tokio::pin!(upstream_side);
         let end = tokio::select! {
             end = client_side => end,
@@ -235,7 +225,9 @@ async fn serve(client: TcpStream, ctx: &Context) {
             ctx.cache.abandoned(shared.node, *hash);
         }
     }
-    // Every sender is gone with the readers: the writers flush what is queued and stop.
+    // The readers are gone: the writers write what is left and stop.
+    to_client.close();
+    to_upstream.close();
     let _ = tokio::time::timeout(FLUSH_GRACE, client_writer).await;
     upstream_writer.abort();
 }
@@ -245,8 +237,8 @@ async fn client_to_upstream(
     mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
-    to_upstream: mpsc::Sender<Out>,
-    to_client: mpsc::Sender<Out>,
+    to_upstream: &Outbox,
+    to_client: &Outbox,
 ) -> End {
     let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
     let mut scratch = rewrite::Scratch::default();
@@ -271,7 +263,7 @@ async fn client_to_upstream(
             let env = match next {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
-                Err(e) => return refuse(e, &to_client).await,
+                Err(e) => return refuse(e, to_client).await,
             };
             if env.header().opcode.0 > Opcode::AUTH_SUCCESS.0 {
                 // Cassandra answers an opcode it does not know and then keeps failing every
@@ -287,10 +279,13 @@ async fn client_to_upstream(
                 continue;
             }
             ctx.metrics.request(env.header().opcode.0);
-            if let Err(end) = forward_request(env, ctx, shared, &to_upstream, &mut scratch).await {
+            if let Err(end) = forward_request(env, ctx, shared, to_upstream, &mut scratch).await {
                 return end;
             }
         }
+        // Everything this read brought leaves in one write per socket.
+        to_upstream.flush();
+        to_client.flush();
         // Checked before reading too: a client that always has more to send keeps the read
         // ready, and the biased select below would never look at `closing`.
         if shared.closing.is_cancelled() {
@@ -309,7 +304,7 @@ async fn client_to_upstream(
         }
         match read {
             Ok(0) if buf.is_empty() => return End::ClientClosed,
-            Ok(0) => return refuse_truncated(&buf, &envelopes, &to_client).await,
+            Ok(0) => return refuse_truncated(&buf, &envelopes, to_client).await,
             Ok(_) => {}
             Err(e) => return End::ClientIo(e),
         }
@@ -320,7 +315,7 @@ async fn client_to_upstream(
 async fn refuse_truncated(
     buf: &[u8],
     envelopes: &EnvelopeDecoder,
-    to_client: &mpsc::Sender<Out>,
+    to_client: &Outbox,
 ) -> End {
     let (version, stream) = match envelopes.peek_header(buf) {
         Ok(Some(h)) => (h.version, h.stream.0),
@@ -341,8 +336,16 @@ async fn refuse_truncated(
 /// handled, a buffer grown past [`READ_KEEP`] is given back (an idle connection holds only
 /// what it needs; the frames split from it keep their own part alive until written).
 fn reserve_read_room(buf: &mut BytesMut) {
-    if buf.is_empty() && buf.capacity() > READ_KEEP {
-        *buf = BytesMut::new();
+    // An empty buffer may still share its allocation with frames split from it (a large
+    // answer being written): it keeps that allocation only when it is its sole owner and the
+    // allocation is small; otherwise it lets go of it.
+    if buf.is_empty() {
+        let keep = buf.capacity() <= READ_KEEP
+            && buf.try_reclaim(READ_MIN)
+            && buf.capacity() <= READ_KEEP;
+        if !keep {
+            *buf = BytesMut::new();
+        }
     }
     if buf.capacity() - buf.len() < READ_MIN {
         buf.reserve(buf.len().max(READ_MIN));
@@ -356,7 +359,7 @@ const READ_MIN: usize = 4 * 1024;
 const READ_KEEP: usize = 64 * 1024;
 
 /// Answers malformed client input with a protocol ERROR; the session then ends.
-async fn refuse(err: SegmentError, to_client: &mpsc::Sender<Out>) -> End {
+async fn refuse(err: SegmentError, to_client: &Outbox) -> End {
     let frame = match &err {
         SegmentError::Envelope(e) => protocol_error::for_envelope_error(e),
         other => protocol_error::build(ProtocolVersion::V5, 0, &other.to_string()),
@@ -387,20 +390,12 @@ fn plain_body<'e>(
     }
 }
 
-/// Takes an upstream stream id for `pending`, waiting while every id is in flight.
-async fn allocate(shared: &Shared, pending: Pending) -> i16 {
-    loop {
-        if let Some(id) = shared.lock().streams.allocate(pending.clone()) {
-            return id;
-        }
-        // All ids are in flight: wait for a response to free one (backpressure).
-        shared.freed.notified().await;
-    }
-}
-
-/// [`allocate`] for a QUERY, tagging its id with the statement shape (for `/shapes`).
-async fn allocate_tagged(
+/// Takes an upstream stream id for `pending`, tagged with the statement shape of a QUERY (for
+/// `/shapes`), waiting while every id is in flight. Before waiting, what was pushed toward the
+/// server is written: its answers are what frees ids.
+async fn allocate(
     shared: &Shared,
+    to_upstream: &Outbox,
     mut pending: Pending,
     mut shape: Option<ShapeRef>,
 ) -> i16 {
@@ -409,12 +404,15 @@ async fn allocate_tagged(
             Ok(id) => return id,
             Err(back) => (pending, shape) = back,
         }
-        shared.freed.notified().await;
+        // All ids are in flight: wait for a response to free one (backpressure).
+        let freed = shared.freed.notified();
+        to_upstream.flush();
+        freed.await;
     }
 }
 
 async fn send_upstream(
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
     mut frame: BytesMut,
     id: i16,
 ) -> Result<(), End> {
@@ -429,7 +427,7 @@ async fn forward_request(
     env: Envelope,
     ctx: &Context,
     shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
     scratch: &mut rewrite::Scratch,
 ) -> Result<(), End> {
     let header = *env.header();
@@ -477,7 +475,7 @@ async fn forward_request(
                 .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
         if !(rewrite && (is_query || is_batch)) {
             let pending = as_sent(stream, false, topology, schema_change);
-            let up = allocate(shared, pending).await;
+            let up = allocate(shared, to_upstream, pending, None).await;
             return send_upstream(to_upstream, env.into_frame(), up).await;
         }
         let node = shared.node;
@@ -501,7 +499,7 @@ async fn forward_request(
                     used,
                     topology,
                 };
-                let up = allocate_tagged(shared, pending, shape).await;
+                let up = allocate(shared, to_upstream, pending, shape).await;
                 return send_upstream(to_upstream, frame, up).await;
             }
             Decision::PassThrough {
@@ -516,7 +514,7 @@ async fn forward_request(
                     st.keyspace_epoch += 1;
                 }
                 let pending = as_sent(stream, use_keyspace, topology, schema_change);
-                let up = allocate_tagged(shared, pending, shape).await;
+                let up = allocate(shared, to_upstream, pending, shape).await;
                 send_upstream(to_upstream, env.into_frame(), up).await?;
                 for p in prepare {
                     send_prepare(p, header.version, ctx, shared, to_upstream).await?;
@@ -525,7 +523,7 @@ async fn forward_request(
             }
         }
     }
-    let up = allocate(shared, Pending::client(stream)).await;
+    let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
     send_upstream(to_upstream, env.into_frame(), up).await
 }
 
@@ -555,7 +553,7 @@ async fn send_prepare(
     version: ProtocolVersion,
     ctx: &Context,
     shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
 ) -> Result<(), End> {
     let mut body = Vec::with_capacity(p.text.len() + 16);
     let keyspace = p.keyspace.as_deref().or(p.request_keyspace.as_deref());
@@ -581,6 +579,7 @@ async fn send_prepare(
     };
     let up = allocate(
         shared,
+        to_upstream,
         Pending::Prepare {
             hash: p.hash,
             fingerprint: p.fingerprint,
@@ -588,6 +587,7 @@ async fn send_prepare(
             keyspace: p.keyspace,
             epochs,
         },
+        None,
     )
     .await;
     send_upstream(to_upstream, frame, up).await
@@ -598,8 +598,8 @@ async fn upstream_to_client(
     mut rd: impl AsyncRead + Unpin,
     ctx: &Context,
     shared: &Shared,
-    to_client: mpsc::Sender<Out>,
-    to_upstream: mpsc::Sender<Out>,
+    to_client: &Outbox,
+    to_upstream: &Outbox,
 ) -> End {
     let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let mut framed: Option<FramedDecoder> = None;
@@ -634,7 +634,7 @@ async fn upstream_to_client(
                     );
                     continue;
                 };
-                match on_response(env, pending, ctx, shared, &to_upstream).await {
+                match on_response(env, pending, ctx, shared, to_upstream).await {
                     Ok(Some(e)) => {
                         ctx.metrics.responded(tag);
                         env = e
@@ -677,6 +677,9 @@ async fn upstream_to_client(
                 return End::WriterGone;
             }
         }
+        // Everything this read brought leaves in one write per socket.
+        to_client.flush();
+        to_upstream.flush();
         let stopping = shared.client_stopped.is_cancelled();
         {
             let mut st = shared.lock();
@@ -720,7 +723,7 @@ async fn on_response(
     pending: Pending,
     ctx: &Context,
     shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
 ) -> Result<Option<Envelope>, End> {
     // Only the rare branches below need the body, so only they read the negotiated compression:
     // most responses take no lock here.
@@ -850,7 +853,7 @@ async fn schema_step(
     step: schema_agreement::Step,
     up: i16,
     shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
 ) -> Result<Option<Envelope>, End> {
     match step {
         schema_agreement::Step::Forward(env) => Ok(Some(env)),
@@ -870,6 +873,7 @@ async fn schema_step(
                 let later = async move {
                     tokio::time::sleep(delay).await;
                     let _ = send_upstream(&to_upstream, request, up).await;
+                    to_upstream.flush();
                 };
                 tokio::spawn(later.in_current_span());
             }
@@ -887,7 +891,7 @@ async fn replay(
     original: Bytes,
     ctx: &Context,
     shared: &Shared,
-    to_upstream: &mpsc::Sender<Out>,
+    to_upstream: &Outbox,
 ) -> Result<Option<Envelope>, End> {
     Metrics::inc(&ctx.metrics.unprepared_recoveries);
     debug!("the server no longer knows a rewritten statement (UNPREPARED); replaying the original request");

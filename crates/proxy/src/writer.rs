@@ -1,15 +1,27 @@
-//! The write side of a connection: one task per socket that takes whole envelopes from a
-//! bounded channel, frames them (v5 segments once framing has started), and writes everything
-//! that is ready in one `write` call.
+//! The write side of a connection: an [`Outbox`] per socket. Senders push whole envelopes
+//! (framed into v5 segments once framing has started); the reader that pushed them calls
+//! [`Outbox::flush`] when it has handled what one read brought, and the bytes go to the socket
+//! right there, in one system call, when it takes them (plain TCP). Only what the socket does
+//! not take at once (a full send buffer), and everything on a TLS socket, is written by the
+//! outbox's writer task, which sleeps otherwise.
+//!
+//! So a request and its answer wake the connection's task twice (the two reads), as a
+//! byte splice does, rather than also waking a writer task per direction; and answers decoded
+//! from one read leave in one write. Order is kept: once a backlog exists, everything goes
+//! behind it through the writer task until it is written.
 
+use crate::socket::WriteHalf;
 use autoprep_protocol::segment::SegmentEncoder;
 use bytes::BytesMut;
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::Notify;
+use tokio_util::either::Either;
 
-/// What a writer is asked to do.
+/// What a sender asks of an outbox.
 #[derive(Debug)]
 pub enum Out {
     /// Write one whole envelope (framed into segments when framing is on).
@@ -18,82 +30,241 @@ pub enum Out {
     StartFraming { lz4: bool },
 }
 
-/// Above this many buffered bytes a batch is written without waiting for more.
-const BATCH_BYTES: usize = 256 * 1024;
+/// The socket is gone (closed or failed): nothing more can be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone;
 
-/// A write buffer larger than this is given back after its write.
-const KEEP_BYTES: usize = 64 * 1024;
+/// Above this many bytes waiting, a sender waits until the writer task has written some
+/// (backpressure toward the reader that produces them).
+const BACKLOG_LIMIT: usize = 1024 * 1024;
 
-/// Writes `bytes` whole, flushes (TLS keeps what the socket did not take yet; plain TCP
-/// returns at once) and counts them in `sent`.
-async fn write<W: AsyncWrite + Unpin>(
-    sock: &mut W,
-    bytes: &[u8],
-    sent: &Option<Arc<AtomicU64>>,
-) -> std::io::Result<()> {
-    sock.write_all(bytes).await?;
-    sock.flush().await?;
-    if let Some(sent) = sent {
-        sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+#[derive(Debug, Default)]
+struct State {
+    /// Bytes pushed and not yet handed to the socket.
+    pending: BytesMut,
+    framing: Option<SegmentEncoder>,
+    /// The writer task owns the writing: set while it has a backlog to write (and always on
+    /// TLS); senders then leave everything to it, in order.
+    writer_busy: bool,
+    closed: bool,
+    failed: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    /// Plain TCP: the socket, for writes from the flushing reader.
+    direct: Option<Arc<OwnedWriteHalf>>,
+    /// Wakes the writer task.
+    work: Notify,
+    /// Wakes a sender waiting for the backlog to shrink.
+    space: Notify,
+    sent: Option<Arc<AtomicU64>>,
+}
+
+/// One socket's outbox; cheap to clone (every clone is the same outbox).
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn count(&self, n: usize) {
+        if let Some(sent) = &self.sent {
+            sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Outbox {
+    /// An outbox over `sock`, and its writer task (to spawn), which ends once the outbox is
+    /// closed and everything pushed is written, or the socket fails. `sent`, when given,
+    /// counts the bytes written.
+    pub fn new(
+        sock: WriteHalf,
+        sent: Option<Arc<AtomicU64>>,
+    ) -> (Outbox, impl std::future::Future<Output = ()> + Send) {
+        let (direct, writer) = match sock {
+            Either::Left(tcp) => {
+                let tcp = Arc::new(tcp);
+                (Some(tcp.clone()), Either::Left(tcp))
+            }
+            Either::Right(tls) => (None, Either::Right(tls)),
+        };
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            direct,
+            work: Notify::new(),
+            space: Notify::new(),
+            sent,
+        });
+        let task = write_backlog(inner.clone(), writer);
+        (Outbox { inner }, task)
+    }
+
+    /// Pushes `out` (written at the next [`Outbox::flush`] at the latest); waits while the
+    /// backlog is over its limit.
+    pub async fn send(&self, out: Out) -> Result<(), Gone> {
+        let over = {
+            let mut st = self.inner.lock();
+            if st.closed || st.failed {
+                return Err(Gone);
+            }
+            match out {
+                Out::Envelope(frame) => {
+                    let st = &mut *st;
+                    match &mut st.framing {
+                        Some(enc) => {
+                            enc.push(&frame, &mut st.pending);
+                            enc.finish(&mut st.pending);
+                        }
+                        None if st.pending.is_empty() => st.pending = frame,
+                        None => st.pending.extend_from_slice(&frame),
+                    }
+                }
+                Out::StartFraming { lz4 } => st.framing = Some(SegmentEncoder::new(lz4)),
+            }
+            st.pending.len() > BACKLOG_LIMIT
+        };
+        if over {
+            self.flush();
+            self.wait_for_room().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes what was pushed: on plain TCP straight to the socket when it takes it and the
+    /// writer task has no backlog; whatever is left goes to the writer task.
+    pub fn flush(&self) {
+        let mut st = self.inner.lock();
+        if st.pending.is_empty() || st.writer_busy || st.failed {
+            return;
+        }
+        if let Some(tcp) = &self.inner.direct {
+            match tcp.try_write(&st.pending) {
+                Ok(n) => {
+                    self.inner.count(n);
+                    if n == st.pending.len() {
+                        // Not `clear`: the buffer may be a frame taken whole, whose
+                        // allocation is the read buffer it was split from.
+                        st.pending = BytesMut::new();
+                        return;
+                    }
+                    let _ = st.pending.split_to(n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    st.failed = true;
+                    st.pending = BytesMut::new();
+                    drop(st);
+                    self.inner.space.notify_one();
+                    self.inner.work.notify_one();
+                    return;
+                }
+            }
+        }
+        st.writer_busy = true;
+        drop(st);
+        self.inner.work.notify_one();
+    }
+
+    async fn wait_for_room(&self) -> Result<(), Gone> {
+        loop {
+            {
+                let st = self.inner.lock();
+                if st.failed {
+                    return Err(Gone);
+                }
+                if st.pending.len() <= BACKLOG_LIMIT {
+                    return Ok(());
+                }
+            }
+            self.inner.space.notified().await;
+        }
+    }
+
+    /// No more envelopes: the writer task writes what is left and shuts the socket's write
+    /// side down.
+    pub fn close(&self) {
+        self.flush();
+        self.inner.lock().closed = true;
+        self.inner.work.notify_one();
+    }
+}
+
+/// The writer task: writes the backlog whenever the outbox has one, until it is closed and
+/// empty, or the socket fails.
+async fn write_backlog(
+    inner: Arc<Inner>,
+    mut sock: Either<Arc<OwnedWriteHalf>, tokio::io::WriteHalf<WriteTls>>,
+) {
+    loop {
+        let chunk = {
+            let mut st = inner.lock();
+            let tls = matches!(sock, Either::Right(_));
+            if st.failed {
+                break;
+            }
+            if st.pending.is_empty() || !(st.writer_busy || tls || st.closed) {
+                st.writer_busy = false;
+                if st.closed && st.pending.is_empty() {
+                    break;
+                }
+                None
+            } else {
+                st.writer_busy = true;
+                // `take`, not `split`: an empty remainder would still hold the allocation.
+                Some(std::mem::take(&mut st.pending))
+            }
+        };
+        let Some(chunk) = chunk else {
+            inner.work.notified().await;
+            continue;
+        };
+        let written = match &mut sock {
+            Either::Left(tcp) => write_tcp(tcp, &chunk).await,
+            Either::Right(tls) => write_all(tls, &chunk).await,
+        };
+        inner.space.notify_one();
+        match written {
+            Ok(()) => inner.count(chunk.len()),
+            Err(_) => {
+                let mut st = inner.lock();
+                st.failed = true;
+                st.pending = BytesMut::new();
+                drop(st);
+                inner.space.notify_one();
+                return;
+            }
+        }
+    }
+    if let Either::Right(tls) = &mut sock {
+        let _ = tls.shutdown().await;
+    }
+    // A plain socket's write side is shut down when its last handle (the outbox's and this
+    // task's) is dropped.
+}
+
+type WriteTls = tokio_rustls::TlsStream<tokio::net::TcpStream>;
+
+async fn write_tcp(tcp: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        tcp.writable().await?;
+        match tcp.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
 
-/// Writes until the channel closes (every sender dropped) or the socket fails, then shuts the
-/// socket's write side down. Returns the number of bytes written.
-pub async fn run<W: AsyncWrite + Unpin>(rx: mpsc::Receiver<Out>, sock: W) -> std::io::Result<u64> {
-    run_counted(rx, sock, None).await
-}
-
-/// Like [`run`], also adding every write's size to `sent` as it happens (the metrics' bytes
-/// out).
-pub async fn run_counted<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::Receiver<Out>,
-    mut sock: W,
-    sent: Option<Arc<AtomicU64>>,
-) -> std::io::Result<u64> {
-    let mut framing: Option<SegmentEncoder> = None;
-    // Starts empty and keeps at most `KEEP_BYTES` between writes: an idle connection holds
-    // no write buffer, and a large answer's memory goes back once it is written.
-    let mut out = BytesMut::new();
-    let mut written = 0u64;
-    while let Some(first) = rx.recv().await {
-        if let (Out::Envelope(frame), None, true) = (&first, &framing, rx.is_empty()) {
-            // A lone unframed envelope is written from its own buffer, with no copy.
-            write(&mut sock, frame, &sent).await?;
-            written += frame.len() as u64;
-            continue;
-        }
-        let mut next = Some(first);
-        while let Some(msg) = next {
-            match msg {
-                Out::Envelope(frame) => match &mut framing {
-                    Some(enc) => enc.push(&frame, &mut out),
-                    None => out.extend_from_slice(&frame),
-                },
-                Out::StartFraming { lz4 } => {
-                    if let Some(enc) = &mut framing {
-                        enc.finish(&mut out);
-                    }
-                    framing = Some(SegmentEncoder::new(lz4));
-                }
-            }
-            if out.len() >= BATCH_BYTES {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
-        if let Some(enc) = &mut framing {
-            enc.finish(&mut out);
-        }
-        write(&mut sock, &out, &sent).await?;
-        written += out.len() as u64;
-        if out.capacity() > KEEP_BYTES {
-            out = BytesMut::new();
-        } else {
-            out.clear();
-        }
-    }
-    let _ = sock.shutdown().await;
-    Ok(written)
+async fn write_all<W: AsyncWrite + Unpin>(sock: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    sock.write_all(bytes).await?;
+    // TLS keeps what the socket did not take yet.
+    sock.flush().await
 }
