@@ -13,6 +13,21 @@ from cassandra.query import SimpleStatement, UNSET_VALUE
 from conftest import check_negotiated
 
 
+class Node:
+    """Where a differential test runs, and whether the server's counters are its alone."""
+
+    def __init__(self, host, port, exclusive):
+        self.host, self.port, self.exclusive = host, port, exclusive
+
+
+def own_or_shared(own_node, request):
+    """The tests' own node when it runs (exact counters), otherwise the shared one."""
+    if own_node is not None and own_node.running:
+        return Node(own_node.host, own_node.port, True)
+    upstream = request.getfixturevalue("upstream")
+    return Node(upstream[0], upstream[1], False)
+
+
 def make_cluster(host, port, pv, compression, **kw):
     """A driver cluster without schema or token metadata: nothing in the background sends
     statements (so the server's counters move only with the corpus). It reconnects every half

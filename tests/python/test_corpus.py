@@ -27,24 +27,14 @@ import pytest
 
 import corpus
 from conftest import run_proxy
-from difftools import Metrics, connect, make_cluster, run_statement
+from difftools import own_or_shared, Metrics, connect, make_cluster, run_statement
 
 COMBOS = [(4, None), (4, "lz4"), (5, None), (5, "lz4")]
 
 
-class Node:
-    """Where the corpus runs, and whether its counters are ours alone."""
-
-    def __init__(self, host, port, exclusive):
-        self.host, self.port, self.exclusive = host, port, exclusive
-
-
 @pytest.fixture(scope="module")
 def node(own_node, request):
-    if own_node is not None and own_node.running:
-        return Node(own_node.host, own_node.port, True)
-    upstream = request.getfixturevalue("upstream")
-    return Node(upstream[0], upstream[1], False)
+    return own_or_shared(own_node, request)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ EXECUTEs; every observation (rows, column metadata, pages, warnings, errors) mus
 and so must the tables afterwards.
 """
 
+import contextlib
+
 import pytest
 
 from conftest import require_own_node, run_proxy
@@ -66,6 +68,31 @@ def dump(session, ks, tables):
     return out
 
 
+@contextlib.contextmanager
+def two_sides(node, admin, run_id, pv, tmp_path, tag):
+    """Both sides' keyspaces (`setup_side`), a proxy (admission threshold 1), and a driver
+    session on each side in its first keyspace: yields (keyspace names by side, direct session,
+    proxy session); drops the keyspaces at the end."""
+    sides = {"direct": (f"f{tag}{pv}{run_id}d", f"g{tag}{pv}{run_id}d"),
+             "proxy": (f"f{tag}{pv}{run_id}p", f"g{tag}{pv}{run_id}p")}
+    for ks, ks2 in sides.values():
+        setup_side(admin, ks, ks2)
+    clusters = []
+    try:
+        with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1") as proxy:
+            d_cluster, d = connect(node.host, node.port, pv, None, sides["direct"][0])
+            clusters.append(d_cluster)
+            p_cluster, p = connect(proxy.host, proxy.port, pv, None, sides["proxy"][0])
+            clusters.append(p_cluster)
+            yield sides, d, p
+    finally:
+        for c in clusters:
+            c.shutdown()
+        for ks, ks2 in sides.values():
+            for k in (ks, ks2):
+                admin.execute(f"DROP KEYSPACE IF EXISTS {k}", timeout=60)
+
+
 STATEMENTS = [
     # 1. one-term IN lists: `=` to the server.
     S("SELECT p, count(*), max(v) FROM s WHERE p IN ('a') GROUP BY p"),
@@ -97,83 +124,53 @@ STATEMENTS = [
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("pv", [4, 5])
 def test_form_is_kept(node, admin, run_id, pv, tmp_path):
-    sides = {"direct": (f"fm{pv}{run_id}d", f"fn{pv}{run_id}d"),
-             "proxy": (f"fm{pv}{run_id}p", f"fn{pv}{run_id}p")}
-    for ks, ks2 in sides.values():
-        setup_side(admin, ks, ks2)
-    d_cluster = p_cluster = None
-    try:
-        with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1") as proxy:
-            d_cluster, d = connect(node.host, node.port, pv, None, sides["direct"][0])
-            p_cluster, p = connect(proxy.host, proxy.port, pv, None, sides["proxy"][0])
-            differences = []
-            for round_ in range(3):
-                for st in STATEMENTS:
-                    want, _ = run_statement(d, st, *sides["direct"], pv)
-                    got, _ = run_statement(p, st, *sides["proxy"], pv)
-                    if want != got:
-                        differences.append(f"round {round_}: {st.text}\n  direct: {want}\n"
-                                           f"  proxy:  {got}")
-            assert not differences, "\n".join(differences)
-            tables = ["t", "s", "l", "m"]
-            assert dump(d, sides["direct"][0], tables) == dump(p, sides["proxy"][0], tables)
-    finally:
-        for c in (d_cluster, p_cluster):
-            if c is not None:
-                c.shutdown()
-        for ks, ks2 in sides.values():
-            for k in (ks, ks2):
-                admin.execute(f"DROP KEYSPACE IF EXISTS {k}", timeout=60)
+    with two_sides(node, admin, run_id, pv, tmp_path, "m") as (sides, d, p):
+        differences = []
+        for round_ in range(3):
+            for st in STATEMENTS:
+                want, _ = run_statement(d, st, *sides["direct"], pv)
+                got, _ = run_statement(p, st, *sides["proxy"], pv)
+                if want != got:
+                    differences.append(f"round {round_}: {st.text}\n  direct: {want}\n"
+                                       f"  proxy:  {got}")
+        assert not differences, "\n".join(differences)
+        tables = ["t", "s", "l", "m"]
+        assert dump(d, sides["direct"][0], tables) == dump(p, sides["proxy"][0], tables)
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("pv", [4, 5])
 def test_use_right_after_a_first_sighting(node, admin, run_id, pv, tmp_path):
-    """A statement on a table that exists only in keyspace A (`l`), or with other columns in B
+    """A statement on a table that exists only in keyspace A (`w`), or with other columns in B
     (`t`), seen in A for the first time (the proxy sends its PREPARE), then at once `USE B` and
     the statement again (directly: the server's error), then back to A; many times, since the
     PREPARE and the USE race. Every sighting must behave as directly, and B must stay empty."""
-    sides = {"direct": (f"fu{pv}{run_id}d", f"fv{pv}{run_id}d"),
-             "proxy": (f"fu{pv}{run_id}p", f"fv{pv}{run_id}p")}
-    for ks, ks2 in sides.values():
-        setup_side(admin, ks, ks2)
-    d_cluster = p_cluster = None
-    try:
-        with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1") as proxy:
-            d_cluster, d = connect(node.host, node.port, pv, None, sides["direct"][0])
-            p_cluster, p = connect(proxy.host, proxy.port, pv, None, sides["proxy"][0])
-            differences = []
-            for i in range(40):
-                # Twenty shapes on `w` (only in A) and twenty on `t` (other columns in B), each
-                # seen first right before a USE; selections differ by a literal kept inline.
-                stmts = [
-                    S(f"INSERT INTO w (k, v{i % 20}) VALUES ({i}, {i}) USING TTL {100000 + i}"),
-                    S(f"UPDATE w SET v{i % 20} = {i + 1} WHERE k = {i}"),
-                    S(f"SELECT p, c, v, {i} FROM t WHERE p = 5 AND c = {i % 6} LIMIT 3"),
-                    S(f"UPDATE t SET v = {i} WHERE p = {1000 + i % 20} AND c IN ({i % 5})"),
-                ]
-                for st in stmts:
-                    for step in ("A", "USE B", "B", "USE A", "A"):
-                        if step.startswith("USE"):
-                            k = 1 if step.endswith("B") else 0
-                            for side, sess in (("direct", d), ("proxy", p)):
-                                sess.execute(f"USE {sides[side][k]}")
-                            continue
-                        want, _ = run_statement(d, st, *sides["direct"], pv)
-                        got, _ = run_statement(p, st, *sides["proxy"], pv)
-                        if want != got:
-                            differences.append(f"#{i} {step}: {st.text}\n  direct: {want}\n"
-                                               f"  proxy:  {got}")
-            assert not differences, f"{len(differences)} differences:\n" + \
-                "\n".join(differences[:20])
-            for side, sess in (("direct", d), ("proxy", p)):
-                sess.execute(f"USE {sides[side][0]}")
-            assert dump(d, sides["direct"][0], ["t", "w"]) == dump(p, sides["proxy"][0], ["t", "w"])
-            assert dump(d, sides["direct"][1], ["t"]) == dump(p, sides["proxy"][1], ["t"])
-    finally:
-        for c in (d_cluster, p_cluster):
-            if c is not None:
-                c.shutdown()
-        for ks, ks2 in sides.values():
-            for k in (ks, ks2):
-                admin.execute(f"DROP KEYSPACE IF EXISTS {k}", timeout=60)
+    with two_sides(node, admin, run_id, pv, tmp_path, "u") as (sides, d, p):
+        differences = []
+        for i in range(40):
+            # Twenty shapes on `w` (only in A) and twenty on `t` (other columns in B), each
+            # seen first right before a USE; selections differ by a literal kept inline.
+            stmts = [
+                S(f"INSERT INTO w (k, v{i % 20}) VALUES ({i}, {i}) USING TTL {100000 + i}"),
+                S(f"UPDATE w SET v{i % 20} = {i + 1} WHERE k = {i}"),
+                S(f"SELECT p, c, v, {i} FROM t WHERE p = 5 AND c = {i % 6} LIMIT 3"),
+                S(f"UPDATE t SET v = {i} WHERE p = {1000 + i % 20} AND c IN ({i % 5})"),
+            ]
+            for st in stmts:
+                for step in ("A", "USE B", "B", "USE A", "A"):
+                    if step.startswith("USE"):
+                        k = 1 if step.endswith("B") else 0
+                        for side, sess in (("direct", d), ("proxy", p)):
+                            sess.execute(f"USE {sides[side][k]}")
+                        continue
+                    want, _ = run_statement(d, st, *sides["direct"], pv)
+                    got, _ = run_statement(p, st, *sides["proxy"], pv)
+                    if want != got:
+                        differences.append(f"#{i} {step}: {st.text}\n  direct: {want}\n"
+                                           f"  proxy:  {got}")
+        assert not differences, f"{len(differences)} differences:\n" + \
+            "\n".join(differences[:20])
+        for side, sess in (("direct", d), ("proxy", p)):
+            sess.execute(f"USE {sides[side][0]}")
+        assert dump(d, sides["direct"][0], ["t", "w"]) == dump(p, sides["proxy"][0], ["t", "w"])
+        assert dump(d, sides["direct"][1], ["t"]) == dump(p, sides["proxy"][1], ["t"])

@@ -61,7 +61,7 @@ from cassandra.query import BatchStatement, BatchType, SimpleStatement, tuple_fa
 
 import gen_statements as gen
 from conftest import _free_port, run_proxy
-from difftools import make_cluster
+from difftools import own_or_shared, make_cluster
 
 COMBOS = [(4, None), (4, "lz4"), (5, None), (5, "lz4")]
 
@@ -275,17 +275,9 @@ class Noise:
 
 # --- fixtures ------------------------------------------------------------------------------------
 
-class Node:
-    def __init__(self, host, port, exclusive):
-        self.host, self.port, self.exclusive = host, port, exclusive
-
-
 @pytest.fixture(scope="module")
 def node(own_node, request):
-    if own_node is not None and own_node.running:
-        return Node(own_node.host, own_node.port, True)
-    upstream = request.getfixturevalue("upstream")
-    return Node(upstream[0], upstream[1], False)
+    return own_or_shared(own_node, request)
 
 
 def read_metrics(admin):

@@ -552,6 +552,15 @@ mod tests {
                 tables: vec![("ks".into(), "t".into())],
             },
         );
+        let conn = ConnKeyspace {
+            name: ks,
+            settled: true,
+        };
+        decide_query(ctx, text, conn)
+    }
+
+    /// The decision for a QUERY of `text` on a connection in `conn`.
+    fn decide_query(ctx: &Context, text: &str, conn: ConnKeyspace<'_>) -> Decision {
         let mut body = Vec::new();
         let params = QueryParams {
             consistency: 1,
@@ -567,18 +576,15 @@ mod tests {
             length: body.len(),
         };
         let request = QueryRequest::parse(&header, &body).unwrap();
-        let conn = ConnKeyspace {
-            name: ks,
-            settled: true,
-        };
         let mut scratch = Scratch::default();
+        let now = Instant::now();
         decide(
             ctx,
             NODE,
             &header,
             &request,
             conn,
-            Instant::now(),
+            now,
             &mut scratch,
             &mut None,
         )
@@ -617,44 +623,15 @@ mod tests {
     fn nothing_is_rewritten_while_a_use_is_in_flight() {
         let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
         let text = "SELECT * FROM t WHERE k = 1";
-        let Ok(Normalized::Shape(_)) = normalize(text.as_bytes()) else {
-            panic!()
-        };
         assert_eq!(
             reason(&decide_with(&ctx, text, vec![ColumnType::Int])),
             None
         );
-        let mut body = Vec::new();
-        encode_query(
-            ProtocolVersion::V4,
-            text.as_bytes(),
-            &QueryParams::default(),
-            &mut body,
-        )
-        .unwrap();
-        let header = Header {
-            version: ProtocolVersion::V4,
-            direction: Direction::Request,
-            flags: Flags(0),
-            stream: StreamId(1),
-            opcode: Opcode::QUERY,
-            length: body.len(),
-        };
-        let request = QueryRequest::parse(&header, &body).unwrap();
         let unsettled = ConnKeyspace {
             name: Some("ks"),
             settled: false,
         };
-        let d = decide(
-            &ctx,
-            NODE,
-            &header,
-            &request,
-            unsettled,
-            Instant::now(),
-            &mut Scratch::default(),
-            &mut None,
-        );
+        let d = decide_query(&ctx, text, unsettled);
         assert_eq!(reason(&d), Some("use in flight"));
     }
 }

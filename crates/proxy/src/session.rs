@@ -312,11 +312,7 @@ async fn client_to_upstream(
 }
 
 /// The client stopped sending in the middle of a frame: answer (it may still be reading).
-async fn refuse_truncated(
-    buf: &[u8],
-    envelopes: &EnvelopeDecoder,
-    to_client: &Outbox,
-) -> End {
+async fn refuse_truncated(buf: &[u8], envelopes: &EnvelopeDecoder, to_client: &Outbox) -> End {
     let (version, stream) = match envelopes.peek_header(buf) {
         Ok(Some(h)) => (h.version, h.stream.0),
         _ => (ProtocolVersion::V4, 0),
@@ -340,9 +336,8 @@ fn reserve_read_room(buf: &mut BytesMut) {
     // answer being written): it keeps that allocation only when it is its sole owner and the
     // allocation is small; otherwise it lets go of it.
     if buf.is_empty() {
-        let keep = buf.capacity() <= READ_KEEP
-            && buf.try_reclaim(READ_MIN)
-            && buf.capacity() <= READ_KEEP;
+        let keep =
+            buf.capacity() <= READ_KEEP && buf.try_reclaim(READ_MIN) && buf.capacity() <= READ_KEEP;
         if !keep {
             *buf = BytesMut::new();
         }
@@ -411,11 +406,7 @@ async fn allocate(
     }
 }
 
-async fn send_upstream(
-    to_upstream: &Outbox,
-    mut frame: BytesMut,
-    id: i16,
-) -> Result<(), End> {
+async fn send_upstream(to_upstream: &Outbox, mut frame: BytesMut, id: i16) -> Result<(), End> {
     frame[2..4].copy_from_slice(&id.to_be_bytes());
     to_upstream
         .send(Out::Envelope(frame))

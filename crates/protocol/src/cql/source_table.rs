@@ -77,18 +77,23 @@ pub fn selected_table(query: &[u8]) -> Option<TableRef<'_>> {
             _ => {}
         }
     }
-    let name = is_name;
+    table_name(&mut lexer)
+}
+
+/// `[keyspace '.'] table` at the lexer, which moves past it; `None` unless a name is there.
+fn table_name<'a>(lexer: &mut Lexer<'a>) -> Option<TableRef<'a>> {
     let first = lexer.next_token().ok()??;
-    if !name(first.kind) {
+    if !is_name(first.kind) {
         return None;
     }
     let mut after = lexer.clone();
     match after.next_token() {
         Ok(Some(dot)) if dot.kind == TokenKind::Dot => {
             let second = after.next_token().ok()??;
-            if !name(second.kind) {
+            if !is_name(second.kind) {
                 return None;
             }
+            *lexer = after;
             Some(TableRef {
                 keyspace: Some(resolve_identifier(first.text)),
                 table: resolve_identifier(second.text),
@@ -116,28 +121,7 @@ pub fn statement_tables(text: &str) -> Option<Vec<TableRef<'_>>> {
         if !names_a_table {
             continue;
         }
-        let first = lexer.next_token().ok()??;
-        if !is_name(first.kind) {
-            return None;
-        }
-        let mut after = lexer.clone();
-        match after.next_token() {
-            Ok(Some(dot)) if dot.kind == TokenKind::Dot => {
-                let second = after.next_token().ok()??;
-                if !is_name(second.kind) {
-                    return None;
-                }
-                lexer = after;
-                tables.push(TableRef {
-                    keyspace: Some(resolve_identifier(first.text)),
-                    table: resolve_identifier(second.text),
-                });
-            }
-            _ => tables.push(TableRef {
-                keyspace: None,
-                table: resolve_identifier(first.text),
-            }),
-        }
+        tables.push(table_name(&mut lexer)?);
     }
     Some(tables)
 }
