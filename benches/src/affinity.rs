@@ -49,19 +49,26 @@ fn current_mask(pid: u32) -> Result<String> {
         .with_context(|| format!("unexpected `taskset -p {pid}` output {out:?}"))
 }
 
+/// Runs taskset. With `-a` it walks the process's threads one by one, and fails when a thread
+/// ends meanwhile ("No such process"): that run is repeated (a few times at most), since the
+/// threads still there are what counts.
 fn taskset(args: &[&str]) -> Result<String> {
-    let out = Command::new("taskset")
-        .args(args)
-        .output()
-        .context("run taskset (util-linux) to set CPU affinity")?;
-    if !out.status.success() {
-        bail!(
-            "taskset {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    let mut attempts = 0;
+    loop {
+        let out = Command::new("taskset")
+            .args(args)
+            .output()
+            .context("run taskset (util-linux) to set CPU affinity")?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        attempts += 1;
+        if attempts < 5 && args.contains(&"-a") && err.contains("No such process") {
+            continue;
+        }
+        bail!("taskset {}: {}", args.join(" "), err.trim());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]
