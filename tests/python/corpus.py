@@ -45,6 +45,8 @@ USE = "USE: not DML"
 SERVER_TZ = "timestamp without a zone: depends on the server's time zone"
 SELECTION = "literals only in the selection clause / function arguments stay inline"
 VALUES = "client value count differs from its markers: the server answers"
+KS_FIELD = ("a v5 keyspace field other than the connection's keyspace: an EXECUTE would draw "
+            "the server's warning about USE with prepared statements")
 PREPARE_FAILS = "the server fails to PREPARE the shape (here a NullPointerException for a second TTL ?)"
 
 
@@ -668,9 +670,9 @@ CORPUS = [
     S("SELECT * FROM kv WHERE k IN (1, 2)"),
     S("USE no_such_keyspace", pt=USE),
     S("SELECT * FROM kv WHERE k = 2"),
-    S("SELECT * FROM kv WHERE k = 1", ksflag=True),
-    S("INSERT INTO kv (k, v) VALUES (2, 'keyspace field')", ksflag=True),
-    S("SELECT k, v FROM kv WHERE k IN (1, 2)", ksflag=True),
-    S("SELECT k, v FROM @ks@.kv WHERE k IN (1, 2)", ksflag=True),
+    S("SELECT * FROM kv WHERE k = 1", ksflag=True, pt=KS_FIELD),
+    S("INSERT INTO kv (k, v) VALUES (2, 'keyspace field')", ksflag=True, pt=KS_FIELD),
+    S("SELECT k, v FROM kv WHERE k IN (1, 2)", ksflag=True, pt=KS_FIELD),
+    S("SELECT k, v FROM @ks@.kv WHERE k IN (1, 2)", ksflag=True, pt=KS_FIELD),
     S("SELECT k, v FROM kv WHERE k IN (1, 2)"),
 ]

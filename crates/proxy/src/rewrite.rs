@@ -188,6 +188,18 @@ fn lookup(ctx: &Context, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Look
     }
 }
 
+/// A v5 keyspace field other than the connection's keyspace: the EXECUTE would run a statement
+/// prepared for another keyspace than the connection's, for which Cassandra warns the client
+/// once per connection ("`USE <keyspace>` with prepared statements is considered to be an
+/// anti-pattern", `ExecuteMessage.execute`), a warning the QUERY never gets. Such a request
+/// goes through as written.
+fn keyspace_field_fits(field: Option<&str>, conn: Option<&str>) -> Result<(), &'static str> {
+    match field {
+        Some(k) if Some(k) != conn => Err("keyspace field differs"),
+        _ => Ok(()),
+    }
+}
+
 /// Why a shape cannot use its client's values as they are, if it cannot.
 fn client_values_fit(shape: &Shape<'_>, values: Option<Values<'_>>) -> Result<(), &'static str> {
     if values.is_some_and(|v| v.named)
@@ -299,6 +311,9 @@ fn decide_shape(
     {
         return pass("excluded");
     }
+    if let Err(reason) = keyspace_field_fits(params.keyspace, conn_keyspace) {
+        return pass(reason);
+    }
     let keyspace = params.keyspace.or(conn_keyspace);
     let hash = shape.hash(keyspace);
     *shape_stats = Some(ctx.shapes.enter(hash, keyspace, &shape.text));
@@ -402,6 +417,9 @@ pub fn decide_batch(
     let Ok(batch) = BatchView::parse(req.message, version) else {
         return pass("malformed batch");
     };
+    if let Err(reason) = keyspace_field_fits(batch.params.keyspace, conn_keyspace) {
+        return pass(reason);
+    }
     let keyspace = batch.params.keyspace.or(conn_keyspace);
     // Per child: the prepared id and where its values sit in `scratch`.
     let mut children: Vec<(Bytes, u16, std::ops::Range<usize>)> =
