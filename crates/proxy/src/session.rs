@@ -2,8 +2,10 @@
 //!
 //! Two readers run concurrently in the connection's task: client → upstream takes a fresh
 //! upstream stream id for every request, upstream → client maps each response back to the
-//! client's stream id. Each socket has its own writer task (see [`crate::writer`]). v5 framing
-//! starts on both sides once the server answers STARTUP with READY or AUTHENTICATE.
+//! client's stream id. Each socket has an outbox (see [`crate::writer`]): what a reader pushes
+//! while handling one read is written when that read is handled, from this task when the
+//! socket takes it. v5 framing starts on both sides once the server answers STARTUP with READY
+//! or AUTHENTICATE.
 //!
 //! At the end of a drain's grace period (see [`crate::lifecycle`]) the client reader stops
 //! reading, the upstream reader goes on until every forwarded request is answered (at most
