@@ -48,10 +48,9 @@ pub struct PrepareRequest {
     /// MD5 of keyspace and text, stored with the prepared entry.
     pub fingerprint: [u8; 16],
     pub text: String,
-    /// The keyspace the statement runs in (the cache entry's identity).
+    /// The keyspace the statement runs in (the cache entry's identity; the v5 PREPARE names
+    /// it).
     pub keyspace: Option<String>,
-    /// The v5 QUERY keyspace, which goes onto the PREPARE as its keyspace flag.
-    pub request_keyspace: Option<String>,
 }
 
 /// The prepared statements a rewritten request uses, to forget on UNPREPARED.
@@ -334,7 +333,6 @@ fn decide_shape(
                     fingerprint: shape.fingerprint(keyspace),
                     text: shape.text.clone(),
                     keyspace: keyspace.map(str::to_owned),
-                    request_keyspace: params.keyspace.map(str::to_owned),
                 }],
                 use_keyspace: false,
             }
@@ -500,7 +498,6 @@ pub fn decide_batch(
                     fingerprint: shape.fingerprint(keyspace),
                     text: shape.text.clone(),
                     keyspace: keyspace.map(str::to_owned),
-                    request_keyspace: batch.params.keyspace.map(str::to_owned),
                 });
             }
             Lookup::Wait => missing = missing.or(Some("not prepared yet")),

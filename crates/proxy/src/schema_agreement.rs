@@ -20,8 +20,9 @@ use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{
     Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
 };
+use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
-use autoprep_protocol::message::result::{kind, ResultView};
+use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
@@ -83,18 +84,33 @@ fn first_bytes(query: &[u8]) -> &[u8] {
     &query[..end]
 }
 
-/// True when `env` is a RESULT of kind Schema_change.
-pub fn changed_schema(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
-    if env.header().opcode != Opcode::RESULT {
-        return false;
+/// What changed, when `env` is a RESULT of kind Schema_change (the answer to a DDL) or a
+/// SCHEMA_CHANGE event: the keyspace, and the table when a table is the target (`None` for
+/// the keyspace itself, a type, function or aggregate).
+pub fn changed_schema(
+    env: &Envelope,
+    compression: Option<Compression>,
+    max: usize,
+) -> Option<(String, Option<String>)> {
+    let opcode = env.header().opcode;
+    if opcode != Opcode::RESULT && opcode != Opcode::EVENT {
+        return None;
     }
-    let Some(body) = topology::plain_body(env, compression, max) else {
-        return false;
+    let body = topology::plain_body(env, compression, max)?;
+    let rb = ResponseBody::parse(env.header(), &body).ok()?;
+    let change = if opcode == Opcode::RESULT {
+        match ResultView::parse(rb.message, env.header().version).ok()? {
+            ResultView::SchemaChange(c) => c,
+            _ => return None,
+        }
+    } else {
+        match EventView::parse(rb.message).ok()? {
+            EventView::SchemaChange(c) => c,
+            _ => return None,
+        }
     };
-    let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
-        return false;
-    };
-    rb.message.get(..4) == Some(&kind::SCHEMA_CHANGE.to_be_bytes()[..])
+    let table = (change.target == "TABLE").then_some(change.name).flatten();
+    Some((change.keyspace.to_owned(), table.map(str::to_owned)))
 }
 
 /// A schema-change answer held until the schema agrees, and where the check stands.
@@ -235,7 +251,7 @@ fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
 mod tests {
     use super::*;
     use autoprep_protocol::message::query::QueryRequest;
-    use autoprep_protocol::message::result::metadata_flags;
+    use autoprep_protocol::message::result::{kind, metadata_flags};
     use autoprep_protocol::primitives::{write_bytes, write_string};
     use bytes::BufMut;
 
@@ -358,15 +374,13 @@ mod tests {
 
     #[test]
     fn only_schema_change_results_are_held() {
-        assert!(changed_schema(&schema_change(), None, 1 << 20));
-        assert!(!changed_schema(&versions_answer(&[]), None, 1 << 20));
-        assert!(!changed_schema(
-            &response(Opcode::ERROR, &[0, 0, 0x22, 0]),
-            None,
-            1 << 20
-        ));
+        assert!(changed_schema(&schema_change(), None, 1 << 20).is_some());
+        assert!(changed_schema(&versions_answer(&[]), None, 1 << 20).is_none());
+        assert!(
+            changed_schema(&response(Opcode::ERROR, &[0, 0, 0x22, 0]), None, 1 << 20).is_none()
+        );
         let void = response(Opcode::RESULT, &kind::VOID.to_be_bytes());
-        assert!(!changed_schema(&void, None, 1 << 20));
+        assert!(changed_schema(&void, None, 1 << 20).is_none());
     }
 
     #[test]

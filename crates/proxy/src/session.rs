@@ -30,7 +30,6 @@ use autoprep_protocol::envelope::{
 };
 use autoprep_protocol::envelope::{Flags, Header};
 use autoprep_protocol::message::error::{ErrorDetail, ErrorView};
-use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
@@ -549,8 +548,7 @@ async fn send_prepare(
     to_upstream: &Outbox,
 ) -> Result<(), End> {
     let mut body = Vec::with_capacity(p.text.len() + 16);
-    let keyspace = p.keyspace.as_deref().or(p.request_keyspace.as_deref());
-    if encode_prepare(version, p.text.as_bytes(), keyspace, &mut body).is_err() {
+    if encode_prepare(version, p.text.as_bytes(), p.keyspace.as_deref(), &mut body).is_err() {
         ctx.cache.abandoned(shared.node, p.hash);
         return Ok(());
     }
@@ -566,10 +564,7 @@ async fn send_prepare(
         &body,
     )
     .into_frame();
-    let epochs = Epochs {
-        keyspace: shared.lock().keyspace_epoch,
-        schema: ctx.cache.schema_epoch(),
-    };
+    let epochs = Epochs::now(ctx, shared);
     let up = allocate(
         shared,
         to_upstream,
@@ -781,11 +776,7 @@ async fn on_response(
             keyspace,
             epochs,
         } => {
-            let now = Epochs {
-                keyspace: shared.lock().keyspace_epoch,
-                schema: ctx.cache.schema_epoch(),
-            };
-            if now != epochs {
+            if Epochs::now(ctx, shared) != epochs {
                 // A USE or a schema change came between: the answer may describe either.
                 Metrics::inc(&ctx.metrics.prepares_unproven);
                 debug!("a PREPARE of the proxy's raced a USE or a schema change; not used");
@@ -924,6 +915,16 @@ pub struct Epochs {
     schema: u64,
 }
 
+impl Epochs {
+    /// The epochs as they stand.
+    fn now(ctx: &Context, shared: &Shared) -> Epochs {
+        Epochs {
+            keyspace: shared.lock().keyspace_epoch,
+            schema: ctx.cache.schema_epoch(),
+        }
+    }
+}
+
 /// A RESULT Schema_change (the answer to a client's DDL) or a SCHEMA_CHANGE event: whether
 /// `env` is one. The prepared shapes it concerns are dropped from the cache.
 fn schema_changed(
@@ -932,35 +933,14 @@ fn schema_changed(
     max: usize,
     ctx: &Context,
 ) -> bool {
-    let opcode = env.header().opcode;
-    if opcode != Opcode::RESULT && opcode != Opcode::EVENT {
-        return false;
-    }
-    let Some(body) = plain_body(env, compression, max) else {
+    let Some((keyspace, table)) = schema_agreement::changed_schema(env, compression, max) else {
         return false;
     };
-    let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
-        return false;
-    };
-    let change = if opcode == Opcode::RESULT {
-        match ResultView::parse(rb.message, env.header().version) {
-            Ok(ResultView::SchemaChange(c)) => c,
-            _ => return false,
-        }
-    } else {
-        match EventView::parse(rb.message) {
-            Ok(EventView::SchemaChange(c)) => c,
-            _ => return false,
-        }
-    };
-    let table = (change.target == "TABLE").then_some(change.name).flatten();
-    let dropped = ctx.cache.schema_changed(change.keyspace, table);
+    let dropped = ctx.cache.schema_changed(&keyspace, table.as_deref());
     Metrics::add(&ctx.metrics.schema_invalidations, dropped as u64);
     debug!(
-        keyspace = change.keyspace,
-        target = change.target,
-        dropped,
-        "schema change seen; prepared shapes of it dropped"
+        keyspace,
+        table, dropped, "schema change seen; prepared shapes of it dropped"
     );
     true
 }

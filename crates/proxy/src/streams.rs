@@ -117,10 +117,7 @@ impl StreamTable {
 
     /// Takes a free id for `pending`, or `None` when all are in use.
     pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
-        let (idx, id) = self.take_free_id()?;
-        self.slots[idx] = Some(pending);
-        self.set_tag(idx, None);
-        Some(id)
+        self.allocate_tagged(pending, None).ok()
     }
 
     /// The lowest free id, growing the table by one word of 64 ids when every grown id is
