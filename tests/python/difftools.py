@@ -1,9 +1,13 @@
 """Helpers of the differential tests (test_corpus.py, test_faults.py): driver clusters that send
-nothing in the background, the server's CQL counters, and one statement run as an unprepared
-QUERY with everything a client can observe of it collected for comparison."""
+nothing in the background, the server's CQL counters, one statement run as an unprepared
+QUERY with everything a client can observe of it collected for comparison, and another client
+that keeps the server busy (`Noise`)."""
 
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from cassandra import cqltypes
 from cassandra.cluster import Cluster, EXEC_PROFILE_DEFAULT, ExecutionProfile
@@ -171,3 +175,53 @@ def connect(host, port, pv, compression, ks, **kw):
     check_negotiated(session, pv, compression, port)
     session.execute(f"USE {ks}")
     return cluster, session
+
+
+NOISE_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from cassandra.concurrent import execute_concurrent
+from difftools import make_cluster
+cluster = make_cluster(sys.argv[2], int(sys.argv[3]), 4, None)
+session = cluster.connect()
+print("ready", flush=True)
+while True:
+    execute_concurrent(session, [("SELECT count(*) FROM system_schema.columns", ())] * 100,
+                       concurrency=int(sys.argv[4]), raise_on_first_error=False)
+"""
+
+
+class Noise:
+    """Another client of the server, with `inflight` cheap reads of a system table always in
+    flight, in a process of its own. A server is rarely used by one client alone, and a busy one
+    is when Cassandra runs a connection's requests in parallel on its request threads (idle, it
+    mostly takes them one after the other): only then can a PREPARE the proxy sent after a
+    statement's first sighting still be running when the client's next request, a USE, is
+    executed. Reads only: it changes no result."""
+
+    def __init__(self, host, port, inflight):
+        self.proc = None
+        if inflight <= 0:
+            return
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", NOISE_SCRIPT, str(Path(__file__).parent), host, str(port),
+             str(inflight)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.stop()
+            raise RuntimeError("the noise client did not connect")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None

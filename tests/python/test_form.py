@@ -6,7 +6,9 @@
   * a multi-column relation with a tuple literal of the wrong arity gets the server's error
     (and a DELETE with one deletes nothing);
   * a `USE` sent right after a statement's first sighting (while the proxy's own PREPARE of
-    its shape is in flight) never makes a later sighting run in the other keyspace.
+    its shape is in flight) never makes a later sighting run in the other keyspace, neither
+    through the proxy's cache nor through the server's (a PREPARE that the server parses in
+    one keyspace and files under the other's id when a USE lands in between).
 
 Each statement runs a few times on each side, so that later sightings run as rewritten
 EXECUTEs; every observation (rows, column metadata, pages, warnings, errors) must be the same,
@@ -14,6 +16,10 @@ and so must the tables afterwards.
 """
 
 import contextlib
+import socket
+import struct
+import threading
+import time
 
 import pytest
 
@@ -174,3 +180,125 @@ def test_use_right_after_a_first_sighting(node, admin, run_id, pv, tmp_path):
             sess.execute(f"USE {sides[side][0]}")
         assert dump(d, sides["direct"][0], ["t", "w"]) == dump(p, sides["proxy"][0], ["t", "w"])
         assert dump(d, sides["direct"][1], ["t"]) == dump(p, sides["proxy"][1], ["t"])
+
+
+class Relay:
+    """A TCP relay between the proxy and the node that reads the v4 frames going through it:
+    it logs (time, connection, what) for every PREPARE the proxy sends, the answer to it, and
+    every QUERY `USE`, and holds the answers to PREPAREs for `hold` seconds (the server took that long)."""
+
+    def __init__(self, upstream, hold):
+        self.upstream, self.hold = upstream, hold
+        self.log, self.lock = [], threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            conn = (len(self.log), down.getpeername())
+            prepares = set()
+            wlock = threading.Lock()
+            threading.Thread(target=self._pump, args=(conn, down, up, prepares, None, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(conn, up, down, prepares, wlock, False),
+                             daemon=True).start()
+
+    def _note(self, conn, what):
+        with self.lock:
+            self.log.append((time.monotonic(), conn, what))
+
+    def _pump(self, conn, src, dst, prepares, wlock, requests):
+        buf = b""
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                dst.close()
+                return
+            buf += data
+            while len(buf) >= 9:
+                length = struct.unpack(">i", buf[5:9])[0]
+                if len(buf) < 9 + length:
+                    break
+                frame, buf = buf[:9 + length], buf[9 + length:]
+                stream, opcode = struct.unpack(">h", frame[2:4])[0], frame[4]
+                if requests:
+                    if opcode == 0x09:
+                        prepares.add(stream)
+                        self._note(conn, "PREPARE sent")
+                    elif opcode == 0x07 and b"USE " in frame[13:20].upper():
+                        self._note(conn, "USE sent")
+                    dst.sendall(frame)
+                elif stream in prepares:
+                    prepares.discard(stream)
+
+                    def later(frame=frame):
+                        time.sleep(self.hold)
+                        self._note(conn, "PREPARE answered")
+                        with wlock:
+                            dst.sendall(frame)
+                    threading.Thread(target=later, daemon=True).start()
+                else:
+                    with wlock:
+                        dst.sendall(frame)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_use_waits_for_the_proxys_prepare(node, admin, run_id, tmp_path):
+    """Protocol v4: Cassandra 5.0.6 reads a PREPARE's keyspace from the connection twice, to
+    parse the statement (`parseAndPrepare` → `setKeyspace(clientState)`) and to file it
+    (`storePreparedStatement(queryString, clientState.getRawKeyspace(), ...)`), and runs a
+    connection's requests concurrently: a USE that lands between files the statement parsed in
+    A under B's prepared id, and the proxy's later EXECUTEs in B write into A (issue 14, seen in
+    the generative test). So a client's USE must not reach the server while a PREPARE of the
+    proxy's own is unanswered. A relay between proxy and node makes the PREPARE slow (its
+    answer held half a second) and shows the order the proxy keeps; the USE itself answers as
+    directly."""
+    ks, ks2 = f"fw4{run_id}a", f"fw4{run_id}b"
+    for k in (ks, ks2):
+        admin.execute(f"CREATE KEYSPACE {k} WITH replication = "
+                      "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
+        admin.execute(f"CREATE TABLE {k}.kv (k int PRIMARY KEY, v text)", timeout=60)
+    relay = Relay((node.host, node.port), 0.5)
+    try:
+        with run_proxy(("127.0.0.1", relay.port), tmp_path, "--admission-threshold", "1") \
+                as proxy:
+            cluster, session = connect(proxy.host, proxy.port, 4, None, ks)
+            try:
+                for i in range(3):
+                    session.execute(f"USE {ks}")
+                    session.execute(f"INSERT INTO kv (k, v) VALUES ({i}, 'first {i}')")
+                    assert session.execute(f"USE {ks2}").one() is None
+                    session.execute(f"INSERT INTO kv (k, v) VALUES ({i}, 'second {i}')")
+            finally:
+                cluster.shutdown()
+    finally:
+        relay.close()
+        for k in (ks, ks2):
+            rows = admin.execute(f"SELECT k, v FROM {k}.kv")
+            got = sorted(tuple(r) for r in rows)
+            admin.execute(f"DROP KEYSPACE IF EXISTS {k}", timeout=60)
+            want = "first" if k == ks else "second"
+            assert got == [(i, f"{want} {i}") for i in range(3)], k
+    log = sorted(relay.log)
+    # On each connection, from a PREPARE sent to its answer, no USE.
+    outstanding = {}
+    for _, conn, what in log:
+        n = outstanding.setdefault(conn, 0)
+        if what == "PREPARE sent":
+            outstanding[conn] = n + 1
+        elif what == "PREPARE answered":
+            outstanding[conn] = n - 1
+        elif what == "USE sent":
+            assert n == 0, [(c[1][1], w) for _, c, w in log]
+    assert sum(1 for _, _, w in log if w == "USE sent") >= 6

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub prepares_unproven: AtomicU64,
     /// Schema changes seen (answers to DDL, SCHEMA_CHANGE events) that dropped prepared shapes.
     pub schema_invalidations: AtomicU64,
+    /// Client `USE` requests held until the proxy's own PREPAREs on the connection were
+    /// answered (see `session::hold_use`).
+    pub uses_held: AtomicU64,
     pub unprepared_recoveries: AtomicU64,
     /// Topology answers (`system.local`, `system.peers[_v2]`) rewritten.
     pub topology_rewrites: AtomicU64,
@@ -196,6 +199,12 @@ impl Metrics {
             &[("result", "unproven")],
             load(&self.prepares_unproven),
         );
+        e.head(
+            "autoprep_uses_held_total",
+            "counter",
+            "Client USE requests held until the proxy's own PREPAREs on that connection were answered (protocol v4: the server resolves a PREPARE's keyspace twice, and a USE between would file it under the other keyspace's id).",
+        );
+        e.sample("autoprep_uses_held_total", &[], load(&self.uses_held));
         e.head(
             "autoprep_schema_invalidations_total",
             "counter",

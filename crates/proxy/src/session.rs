@@ -69,6 +69,9 @@ struct State {
     keyspace_epoch: u64,
     /// Set once the client side is framed (v5), with whether segments are LZ4-compressed.
     client_framing: Option<bool>,
+    /// The proxy's own PREPAREs in flight whose keyspace the server takes from the
+    /// connection (see [`hold_use`]).
+    exposed_prepares: u32,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +79,8 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled whenever an upstream stream id is released.
     freed: Notify,
+    /// Signalled when the last exposed PREPARE of the proxy's is answered (see [`hold_use`]).
+    prepares_answered: Notify,
     /// The upstream node (contact point index): the cache's node id for this connection.
     node: u32,
     /// The address the client connected to (advertised to it when the proxy listens on a
@@ -171,6 +176,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
             ..State::default()
         }),
         freed: Notify::new(),
+        prepares_answered: Notify::new(),
         node: picked.node,
         local,
         closing: ctx.lifecycle.session_token(),
@@ -501,6 +507,7 @@ async fn forward_request(
             } => {
                 ctx.metrics.passthrough(reason);
                 if use_keyspace {
+                    hold_use(ctx, shared, to_upstream).await;
                     let mut st = shared.lock();
                     st.use_in_flight += 1;
                     st.keyspace_epoch += 1;
@@ -517,6 +524,39 @@ async fn forward_request(
     }
     let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
     send_upstream(to_upstream, env.into_frame(), up).await
+}
+
+/// Holds a client's `USE` until every PREPARE of the proxy's own on the connection whose
+/// keyspace the server takes from the connection has been answered.
+///
+/// Cassandra reads a PREPARE's keyspace from the connection twice: once to parse the
+/// statement (`QueryProcessor.parseAndPrepare` → `setKeyspace(clientState)`) and once to file
+/// it (`QueryProcessor.prepare` → `storePreparedStatement(queryString,
+/// clientState.getRawKeyspace(), prepared)`, 5.0.6). The server runs a connection's requests
+/// concurrently, so a `USE b` that lands between the two files the statement parsed in `a`
+/// under the id of `b` (md5 of `b` + text), replacing the statement of `b` the proxy may already
+/// have proven and cached there: the proxy's next EXECUTE of `b`'s id then writes into `a`
+/// (seen in the generative test, v4). The proof of the answer cannot see this (the damage is to
+/// another id's entry on the server), so the `USE` must never run beside such a PREPARE. On v5
+/// the proxy names the keyspace in its PREPARE (`PrepareMessage` clones the client state with
+/// it), which is immune. The client's own PREPAREs are its own affair, as they are directly.
+async fn hold_use(ctx: &Context, shared: &Shared, to_upstream: &Outbox) {
+    let mut held = false;
+    loop {
+        let answered = shared.prepares_answered.notified();
+        tokio::pin!(answered);
+        answered.as_mut().enable();
+        if shared.lock().exposed_prepares == 0 {
+            break;
+        }
+        if !held {
+            held = true;
+            Metrics::inc(&ctx.metrics.uses_held);
+        }
+        // The PREPAREs may still sit in the outbox.
+        to_upstream.flush();
+        answered.await;
+    }
 }
 
 /// The pending entry of a request that goes upstream as the client sent it.
@@ -565,6 +605,10 @@ async fn send_prepare(
     )
     .into_frame();
     let epochs = Epochs::now(ctx, shared);
+    let exposed = version < ProtocolVersion::V5 || p.keyspace.is_none();
+    if exposed {
+        shared.lock().exposed_prepares += 1;
+    }
     let up = allocate(
         shared,
         to_upstream,
@@ -574,6 +618,7 @@ async fn send_prepare(
             text: p.text,
             keyspace: p.keyspace,
             epochs,
+            exposed,
         },
         None,
     )
@@ -775,7 +820,15 @@ async fn on_response(
             text,
             keyspace,
             epochs,
+            exposed,
         } => {
+            if exposed {
+                let mut st = shared.lock();
+                st.exposed_prepares -= 1;
+                if st.exposed_prepares == 0 {
+                    shared.prepares_answered.notify_waiters();
+                }
+            }
             if Epochs::now(ctx, shared) != epochs {
                 // A USE or a schema change came between: the answer may describe either.
                 Metrics::inc(&ctx.metrics.prepares_unproven);

@@ -47,6 +47,9 @@ pub enum Pending {
         keyspace: Option<String>,
         /// The epochs when it was sent (see [`crate::prepare_proof`]).
         epochs: crate::session::Epochs,
+        /// The server resolves its keyspace from the connection's (see
+        /// `session::hold_use`): a client `USE` waits for its answer.
+        exposed: bool,
     },
 }
 
