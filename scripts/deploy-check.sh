@@ -166,6 +166,15 @@ grep -q 'restartPolicy: Always' <<<"$out" || die "default render: no native side
 grep -q 'terminationGracePeriodSeconds: 45' <<<"$out" || die "default render: grace is not 15 + 20 + 10"
 grep -q 'checksum/autoprep-config:' <<<"$out" || die "default render: no config checksum"
 grep -q 'cache_entries = 10000' <<<"$out" || die "default render: TOML not rendered"
+# TLS Secrets: the options point at the mounted files, which are directories (a subPath mount
+# is never updated when its Secret is, so a renewed certificate would not reach autoprep).
+out="$(render --set tls.upstreamSecret=cluster-tls --set tls.clientSecret=app-tls)"
+for want in 'value: /etc/autoprep/tls/upstream/ca.crt' 'value: /etc/autoprep/tls/upstream/tls.key' \
+    'value: /etc/autoprep/tls/client/tls.crt' 'name: AUTOPREP_TLS_RELOAD_INTERVAL_SECONDS' \
+    'secretName: cluster-tls' 'mountPath: /etc/autoprep/tls/upstream'; do
+    grep -q "$want" <<<"$out" || die "TLS render: no '$want'"
+done
+! grep -Eq '^[ -]*subPath:' <<<"$out" || die "TLS render: a subPath mount never sees a rotated certificate"
 out="$(render --set nativeSidecar=false --set-json config=null)"
 ! grep -q 'restartPolicy: Always' <<<"$out" || die "classic render still has restartPolicy"
 ! grep -q 'AUTOPREP_CONFIG' <<<"$out" || die "config=null still names a config file"
@@ -258,7 +267,12 @@ echo "    the sidecar, its ConfigMap and volumes render inside another chart"
 
 # ---- plain manifests ---------------------------------------------------------------------------
 step "kubeconform deploy/k8s"
-"${KUBECONFORM[@]}" deploy/k8s
+# certificate.yaml is a cert-manager Certificate (a CRD, no schema here): checked below instead.
+"${KUBECONFORM[@]}" -skip Certificate deploy/k8s
+secret="$(sed -n 's/^  secretName: //p' deploy/k8s/certificate.yaml)"
+[[ -n "$secret" ]] && grep -q "secretName: $secret\$" deploy/k8s/deployment.yaml ||
+    die "deploy/k8s: the Secret cert-manager writes ($secret) is not the one the sidecar mounts"
+! grep -Eq '^[ -]*subPath:' deploy/k8s/deployment.yaml || die "deploy/k8s: a subPath mount never sees a rotated certificate"
 # The validator must be able to say no: an unknown field in the sidecar fails.
 sed 's/restartPolicy: Always/restartPolicy: Always\n          restartPolicyy: Always/' deploy/k8s/deployment.yaml >"$app/bad.yaml"
 if "${KUBECONFORM[@]}" "$app/bad.yaml" >/dev/null 2>&1; then

@@ -10,6 +10,7 @@ use crate::entry::PreparedEntry;
 use crate::key::{NodeId, ShapeHash, ShapeKey};
 use lru::LruCache;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -100,6 +101,9 @@ struct Inner {
 #[derive(Debug)]
 pub struct PreparedCache {
     cfg: CacheConfig,
+    /// `cfg.admission_threshold`, changeable while the cache is in use (a configuration
+    /// reload): one relaxed load per lookup.
+    admission_threshold: AtomicU32,
     inner: Mutex<Inner>,
 }
 
@@ -119,8 +123,22 @@ impl PreparedCache {
                 stats: CacheStats::default(),
                 schema_epoch: 0,
             }),
+            admission_threshold: AtomicU32::new(cfg.admission_threshold),
             cfg,
         }
+    }
+
+    /// The admission threshold in force: a shape is prepared on its Nth sighting.
+    pub fn admission_threshold(&self) -> u32 {
+        self.admission_threshold.load(Ordering::Relaxed)
+    }
+
+    /// Changes the admission threshold (at least 1) from the next lookup on; returns the
+    /// previous one. Shapes already counted keep their count: one seen twice is prepared at
+    /// its next sighting when the threshold drops to 2, and waits for more when it rises.
+    pub fn set_admission_threshold(&self, threshold: u32) -> u32 {
+        self.admission_threshold
+            .swap(threshold.max(1), Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -129,14 +147,14 @@ impl PreparedCache {
 
     /// Looks a shape up and, on a miss, advances its admission state.
     pub fn lookup(&self, key: &ShapeKey<'_>, now: Instant) -> Lookup {
-        self.lookup_admitting(key, now, self.cfg.admission_threshold)
+        self.lookup_admitting(key, now, self.admission_threshold())
     }
 
     /// [`PreparedCache::lookup`] with another admission threshold than the configured one
     /// (the higher of the two counts), for a node whose server wants fewer prepared
     /// statements.
     pub fn lookup_admitting(&self, key: &ShapeKey<'_>, now: Instant, threshold: u32) -> Lookup {
-        let threshold = threshold.max(self.cfg.admission_threshold);
+        let threshold = threshold.max(self.admission_threshold());
         let mut g = self.lock();
         let inner = &mut *g;
         let k = key.map_key();
@@ -247,7 +265,7 @@ impl PreparedCache {
         let mut g = self.lock();
         let k = (node, hash);
         if matches!(g.pending.peek(&k), Some(Pending::Preparing(_))) {
-            let threshold = self.cfg.admission_threshold.max(1);
+            let threshold = self.admission_threshold().max(1);
             g.pending.put(k, Pending::Seen(threshold.saturating_sub(1)));
         }
     }
@@ -263,7 +281,7 @@ impl PreparedCache {
                 g.bytes -= r.weight;
             }
             g.stats.invalidations += 1;
-            let threshold = self.cfg.admission_threshold.max(1);
+            let threshold = self.admission_threshold().max(1);
             g.pending.put(k, Pending::Seen(threshold.saturating_sub(1)));
         }
     }
@@ -308,7 +326,7 @@ impl PreparedCache {
             .filter(|(_, r)| r.entry.touches(keyspace, table))
             .map(|(k, _)| *k)
             .collect();
-        let threshold = self.cfg.admission_threshold.max(1);
+        let threshold = self.admission_threshold().max(1);
         for k in &stale {
             if let Some(r) = inner.ready.pop(k) {
                 inner.bytes -= r.weight;
@@ -429,6 +447,26 @@ mod tests {
         assert_eq!(c.schema_changed("ks", None), 1);
         assert_eq!(c.stats().entries, 0);
         assert_eq!(c.stats().bytes, 0);
+    }
+
+    #[test]
+    fn the_admission_threshold_changes_while_in_use() {
+        let c = cache(5, 10);
+        let now = Instant::now();
+        assert_eq!(c.lookup(&key("a"), now), Lookup::Wait);
+        assert_eq!(c.lookup(&key("a"), now), Lookup::Wait);
+        assert_eq!(c.set_admission_threshold(2), 5);
+        assert_eq!(c.admission_threshold(), 2);
+        // Seen twice already: the next sighting prepares it.
+        assert_eq!(c.lookup(&key("a"), now), Lookup::PrepareNow);
+        c.set_admission_threshold(4);
+        assert_eq!(c.lookup(&key("b"), now), Lookup::Wait);
+        assert_eq!(c.lookup(&key("b"), now), Lookup::Wait);
+        assert_eq!(c.lookup(&key("b"), now), Lookup::Wait);
+        assert_eq!(c.lookup(&key("b"), now), Lookup::PrepareNow);
+        // Never below 1.
+        c.set_admission_threshold(0);
+        assert_eq!(c.admission_threshold(), 1);
     }
 
     fn cache(threshold: u32, max_entries: usize) -> PreparedCache {

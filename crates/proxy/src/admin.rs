@@ -7,6 +7,10 @@
 //! - `GET /metrics`: the Prometheus text format (see [`crate::metrics`]).
 //! - `GET /shapes[?limit=N]`: JSON of the most executed statement shapes (see
 //!   [`crate::shapes`]); never a literal value.
+//! - `GET /log`: the log filter in force, the configured one, and when a temporary one
+//!   reverts (JSON). `PUT /log[?for=SECONDS]` with an `EnvFilter` string as the body puts that
+//!   filter in force (for that long, then the configured one again); `DELETE /log` puts the
+//!   configured one back at once. See [`crate::log_filter`].
 //!
 //! Design justification: the server runs on a thread of its own with a single-threaded tokio
 //! runtime. Health checks and scrapes must answer while the data path is saturated, and a
@@ -14,12 +18,14 @@
 //! runtime on its own OS thread is scheduled by the kernel like any other thread.
 
 use crate::context::Context;
+use crate::log_filter::LogFilter;
+use crate::metrics::TlsExpiry;
 use crate::upstream::UpstreamTls;
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
 };
 use bytes::{Bytes, BytesMut};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::server::conn::http1;
@@ -54,13 +60,17 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Shapes in `/shapes` unless `?limit=` says otherwise.
 const DEFAULT_SHAPES: usize = 100;
 
+/// Largest body `PUT /log` reads (a filter is a line of directives).
+const MAX_FILTER_BYTES: usize = 4096;
+
 const TEXT: &str = "text/plain; charset=utf-8";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON: &str = "application/json";
 
 /// Binds `addr` and serves the admin endpoints on a thread of its own until the process ends.
-/// Returns the bound address (also stored in `ctx.admin_addr`).
-pub fn spawn(addr: &str, ctx: Arc<Context>) -> anyhow::Result<SocketAddr> {
+/// Returns the bound address (also stored in `ctx.admin_addr`). `log` is the process's
+/// reloadable log filter (`/log`); without one, `/log` answers 501.
+pub fn spawn(addr: &str, ctx: Arc<Context>, log: Option<LogFilter>) -> anyhow::Result<SocketAddr> {
     // Bound here, on the caller's thread, so that a bad address fails the start.
     let std_listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("--admin: bind {addr}: {e}"))?;
@@ -75,7 +85,7 @@ pub fn spawn(addr: &str, ctx: Arc<Context>) -> anyhow::Result<SocketAddr> {
         .spawn(move || {
             rt.block_on(async move {
                 match TcpListener::from_std(std_listener) {
-                    Ok(listener) => serve(listener, ctx).await,
+                    Ok(listener) => serve(listener, ctx, log).await,
                     Err(e) => warn!(error = %e, "admin listener unusable"),
                 }
             })
@@ -85,9 +95,10 @@ pub fn spawn(addr: &str, ctx: Arc<Context>) -> anyhow::Result<SocketAddr> {
 }
 
 /// Accepts admin connections forever.
-async fn serve(listener: TcpListener, ctx: Arc<Context>) {
+async fn serve(listener: TcpListener, ctx: Arc<Context>, log: Option<LogFilter>) {
     let state = Arc::new(State {
         ctx,
+        log,
         readiness: Mutex::new(None),
     });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -126,11 +137,15 @@ async fn serve(listener: TcpListener, ctx: Arc<Context>) {
 /// The admin server's own state.
 struct State {
     ctx: Arc<Context>,
+    log: Option<LogFilter>,
     /// The last upstream probe: when, and its result.
     readiness: Mutex<Option<(Instant, Result<(), String>)>>,
 }
 
 async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
+    if req.uri().path() == "/log" {
+        return log(req, state.log.as_ref()).await;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "method not allowed\n");
         r.headers_mut()
@@ -158,7 +173,7 @@ async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> 
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,
-            "not found: try /live, /ready, /metrics, /shapes\n",
+            "not found: try /live, /ready, /metrics, /shapes, /log\n",
         ),
     }
 }
@@ -190,7 +205,72 @@ pub fn metrics_text(ctx: &Context) -> String {
     let mut out = String::with_capacity(8 * 1024);
     ctx.metrics
         .encode(&ctx.cache.stats(), ctx.shapes.len(), &mut out);
+    let expiry = TlsExpiry {
+        client: ctx
+            .client_tls
+            .as_ref()
+            .and_then(|t| t.reloadable().not_after()),
+        upstream: ctx
+            .upstream_tls
+            .as_ref()
+            .and_then(|t| t.reloadable().not_after()),
+    };
+    ctx.metrics.encode_tls(expiry, &mut out);
     out
+}
+
+/// `/log`: GET reports the filter, PUT sets one (`?for=SECONDS`: until then), DELETE reverts.
+async fn log(req: Request<Incoming>, filter: Option<&LogFilter>) -> Response<Full<Bytes>> {
+    let Some(filter) = filter else {
+        return reply(
+            StatusCode::NOT_IMPLEMENTED,
+            TEXT,
+            "this process has no reloadable log filter\n",
+        );
+    };
+    let result = match *req.method() {
+        Method::GET | Method::HEAD => Ok(filter.status()),
+        Method::DELETE => filter.revert().map_err(|e| e.to_string()),
+        Method::PUT => {
+            let for_ = match query_param(req.uri().query(), "for") {
+                None => None,
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) => Some(Duration::from_secs(n)),
+                    Err(_) => {
+                        return reply(
+                            StatusCode::BAD_REQUEST,
+                            TEXT,
+                            format!("for: expected whole seconds, got {v:?}\n"),
+                        )
+                    }
+                },
+            };
+            match Limited::new(req.into_body(), MAX_FILTER_BYTES)
+                .collect()
+                .await
+            {
+                Err(e) => Err(format!("cannot read the filter: {e}")),
+                Ok(body) => match std::str::from_utf8(&body.to_bytes()) {
+                    Err(_) => Err("the filter is not UTF-8".into()),
+                    Ok(text) => filter.set(text, for_).map_err(|e| e.to_string()),
+                },
+            }
+        }
+        _ => {
+            let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "method not allowed\n");
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD, PUT, DELETE"));
+            return r;
+        }
+    };
+    match result {
+        Ok(status) => {
+            let mut s = serde_json::to_string(&status).unwrap_or_else(|_| "{}".into());
+            s.push('\n');
+            reply(StatusCode::OK, JSON, s)
+        }
+        Err(e) => reply(StatusCode::BAD_REQUEST, TEXT, format!("{e}\n")),
+    }
 }
 
 #[derive(Serialize)]

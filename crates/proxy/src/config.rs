@@ -9,8 +9,9 @@
 //! effective configuration as TOML that can be fed back as a file.
 //!
 //! Secrets: no option ever holds a secret's value. An option that needs one (a private key, a
-//! password) takes the path of a file holding it, read when the proxy starts, so the effective
-//! configuration, `--print-config` and the logs only ever show the path.
+//! password) takes the path of a file holding it, read when the proxy starts (and again when
+//! it changes, see [`crate::reload`]), so the effective configuration, `--print-config` and
+//! the logs only ever show the path.
 
 mod load;
 pub mod options;
@@ -66,7 +67,7 @@ pub struct Config {
     /// Upstream stream ids per connection (the protocol allows 32768); fewer only for tests of
     /// the backpressure path.
     pub upstream_streams: usize,
-    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`). Unset: no
+    /// Address of the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`, `/log`). Unset: no
     /// admin server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin: Option<String>,
@@ -108,6 +109,9 @@ pub struct Config {
     /// DANGEROUS, for development only: accept any upstream certificate (no CA or name check;
     /// anyone on the path can read and change the traffic). Logged as a warning at start.
     pub upstream_tls_insecure_skip_verify: bool,
+    /// How often the TLS files of both sides are checked for a change, in seconds (0: only on
+    /// SIGHUP).
+    pub tls_reload_interval_seconds: u64,
     /// Threads that run client connections: 0 means one per CPU the process may use; 1 runs
     /// everything on a single thread.
     pub worker_threads: usize,
@@ -142,6 +146,7 @@ impl Default for Config {
             upstream_tls_key: None,
             upstream_tls_server_name: None,
             upstream_tls_insecure_skip_verify: false,
+            tls_reload_interval_seconds: 5,
             worker_threads: 0,
         }
     }
@@ -230,6 +235,10 @@ impl Config {
             within(self.max_client_connections, 1, MAX_CLIENT_CONNECTIONS),
         );
         check("worker_threads", within(self.worker_threads, 0, 1024));
+        check(
+            "tls_reload_interval_seconds",
+            within(self.tls_reload_interval_seconds, 0, 3600),
+        );
         out
     }
 }

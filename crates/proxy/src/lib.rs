@@ -9,13 +9,15 @@
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
 //! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
 //! - [`limit`]: the answer a client beyond the connection limit gets.
+//! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
+//! - [`reload`]: SIGHUP and changed TLS files: what changes without a restart.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`schema_agreement`]: holds schema-change answers until every node has the new schema.
 //! - [`server`]: the listener; one [`session`] per client connection.
 //! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
 //! - [`socket`]: a connection's socket, plain TCP or TLS, and its halves.
-//! - [`tls`]: TLS toward the clients, and PEM loading.
+//! - [`tls`]: TLS toward the clients, PEM loading, and reloading either side's material.
 //! - [`upstream`]: the connection to the upstream node (TCP, then TLS when on).
 //! - [`shapes`]: per-statement-shape statistics.
 //! - [`streams`]: the upstream stream-id allocator.
@@ -32,9 +34,11 @@ pub mod context;
 pub mod flavor;
 pub mod lifecycle;
 pub mod limit;
+pub mod log_filter;
 pub mod metrics;
 pub mod prepare_proof;
 pub mod protocol_error;
+pub mod reload;
 pub mod rewrite;
 pub mod schema_agreement;
 pub mod server;

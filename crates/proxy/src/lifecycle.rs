@@ -18,10 +18,16 @@
 //! drain and the admin server observe one source of truth without polling; the sessions, which
 //! check on every read, wait on child tokens of a `CancellationToken` instead (each with its
 //! own waiter, where a watch channel would have every session's reads share one). Open
-//! connections are permits of a semaphore, so that the limit and "every connection has
-//! closed" are the same count and cannot drift apart.
+//! connections are permits of a semaphore, so that the count of open connections and "every
+//! connection has closed" are one count and cannot drift apart. The semaphore holds the
+//! largest limit there can be ([`MAX_CLIENT_CONNECTIONS`]) and the limit in force is an
+//! atomic the listener compares with before it takes a permit, so that a configuration reload
+//! can raise or lower it while connections are open (a lower limit refuses new connections
+//! until enough have closed; none is closed for it).
 
+use crate::config::MAX_CLIENT_CONNECTIONS;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -61,9 +67,11 @@ pub struct Lifecycle {
     /// Cancelled with `phase` reaching Closing. Each session waits on a child token of its own,
     /// so that sessions do not contend on one waiter list.
     closing: CancellationToken,
-    /// One permit per client connection allowed.
+    /// One permit per open client connection; [`Lifecycle::capacity`] in all.
     slots: Arc<Semaphore>,
-    max: u32,
+    capacity: u32,
+    /// The connection limit in force (`max_client_connections`, reloadable).
+    limit: AtomicUsize,
 }
 
 /// Held by a session for as long as its client connection is open.
@@ -73,19 +81,26 @@ pub struct Admitted {
 }
 
 impl Lifecycle {
-    /// Serving, admitting at most `max_connections` (at least 1) client connections at once.
+    /// Serving, admitting at most `max_connections` (1 to [`MAX_CLIENT_CONNECTIONS`]) client
+    /// connections at once.
     pub fn new(max_connections: usize) -> Lifecycle {
-        let max = u32::try_from(max_connections.max(1)).unwrap_or(u32::MAX);
+        let limit = max_connections.clamp(1, MAX_CLIENT_CONNECTIONS);
+        let capacity = u32::try_from(MAX_CLIENT_CONNECTIONS).unwrap_or(u32::MAX);
         Lifecycle {
             phase: watch::Sender::new(Phase::Serving),
             closing: CancellationToken::new(),
-            slots: Arc::new(Semaphore::new(max as usize)),
-            max,
+            slots: Arc::new(Semaphore::new(capacity as usize)),
+            capacity,
+            limit: AtomicUsize::new(limit),
         }
     }
 
-    /// Admits one more client connection, unless the limit is reached.
+    /// Admits one more client connection, unless the limit is reached. Called by the one
+    /// listener task only, so the check and the permit cannot race with another admission.
     pub fn admit(&self) -> Option<Admitted> {
+        if self.open() >= self.limit() {
+            return None;
+        }
         self.slots
             .clone()
             .try_acquire_owned()
@@ -95,12 +110,21 @@ impl Lifecycle {
 
     /// Client connections open now.
     pub fn open(&self) -> usize {
-        self.max as usize - self.slots.available_permits()
+        self.capacity as usize - self.slots.available_permits()
     }
 
-    /// The connection limit.
+    /// The connection limit in force.
     pub fn limit(&self) -> usize {
-        self.max as usize
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the connection limit (clamped to 1..=[`MAX_CLIENT_CONNECTIONS`]) from the next
+    /// connection on; returns the previous one. Open connections are never closed for it.
+    pub fn set_limit(&self, max_connections: usize) -> usize {
+        self.limit.swap(
+            max_connections.clamp(1, MAX_CLIENT_CONNECTIONS),
+            Ordering::Relaxed,
+        )
     }
 
     /// The phase now.
@@ -155,7 +179,7 @@ impl Lifecycle {
     /// stopped admitting.
     pub async fn all_closed(&self) {
         // All permits back means no session holds one; they are returned at once.
-        let _ = self.slots.acquire_many(self.max).await;
+        let _ = self.slots.acquire_many(self.capacity).await;
     }
 }
 
@@ -256,6 +280,28 @@ mod tests {
         assert!(l.admit().is_some());
         drop(b);
         assert_eq!(l.open(), 0);
+    }
+
+    #[test]
+    fn the_limit_changes_while_connections_are_open() {
+        let l = Lifecycle::new(2);
+        let a = l.admit().unwrap();
+        let b = l.admit().unwrap();
+        assert!(l.admit().is_none());
+        assert_eq!(l.set_limit(3), 2);
+        let c = l.admit().unwrap();
+        assert!(l.admit().is_none());
+        // Lowered below what is open: nothing is closed, nothing new is admitted until enough
+        // have closed.
+        l.set_limit(1);
+        assert_eq!((l.open(), l.limit()), (3, 1));
+        drop(a);
+        drop(b);
+        assert!(l.admit().is_none());
+        drop(c);
+        assert!(l.admit().is_some());
+        l.set_limit(0);
+        assert_eq!(l.limit(), 1);
     }
 
     #[test]

@@ -1,20 +1,30 @@
 //! The `autoprep` binary: loads the configuration (exit 64 on any problem, every problem
-//! named), sets up logging, starts the admin server (when `admin` is set) and the listener,
-//! and on SIGTERM / SIGINT drains (see [`autoprep::lifecycle`]) and exits 0; a second signal
-//! exits at once with 1.
+//! named), sets up logging (its filter reloadable, see [`autoprep::log_filter`]), starts the
+//! admin server (when `admin` is set), the listener and the reloader (SIGHUP and changed TLS
+//! files, see [`autoprep::reload`]), and on SIGTERM / SIGINT drains (see
+//! [`autoprep::lifecycle`]) and exits 0; a second signal exits at once with 1.
 
 use anyhow::Context as _;
 use autoprep::config::{self, LoadError, Loaded, EX_USAGE};
 use autoprep::lifecycle::{self, Outcome, Signals};
+use autoprep::log_filter::LogFilter;
+use autoprep::reload::{Hangups, Reloader};
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     malloc_tunables();
-    let loaded = match config::load(std::env::args_os(), std::env::vars_os()) {
+    // Kept for a configuration reload (SIGHUP), which reads the file again under the same
+    // flags and environment.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let loaded = match config::load(args.clone(), vars.clone()) {
         Ok(l) => l,
         Err(LoadError::Cli(e)) => {
             // --help and --version print to standard output and succeed.
@@ -34,7 +44,12 @@ fn main() -> ExitCode {
         print!("{}", loaded.to_toml());
         return ExitCode::SUCCESS;
     }
-    match run(loaded) {
+    let reread = move || match config::load(args.clone(), vars.clone()) {
+        Ok(l) => Ok(l.config),
+        Err(LoadError::Invalid(problems)) => Err(problems),
+        Err(LoadError::Cli(e)) => Err(vec![e.to_string()]),
+    };
+    match run(loaded, reread) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -101,20 +116,30 @@ fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
+fn run(
+    loaded: Loaded,
+    reread: impl Fn() -> Result<config::Config, Vec<String>> + Send + Sync + 'static,
+) -> anyhow::Result<ExitCode> {
     let cfg = loaded.config;
-    // The filter was checked with the rest of the configuration.
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&cfg.log).context("log filter")?)
-        .with_ansi(std::io::stdout().is_terminal())
+    // The filter was checked with the rest of the configuration. It sits in a reload layer so
+    // that `PUT /log` and a reloaded `log` option can replace it.
+    let (filter, handle) =
+        tracing_subscriber::reload::Layer::new(EnvFilter::try_new(&cfg.log).context("log filter")?);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_ansi(std::io::stdout().is_terminal()))
         .init();
+    let log = LogFilter::new(&cfg.log, move |f| {
+        handle.reload(f).map_err(|e| e.to_string())
+    });
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
     let rt = runtime(cfg.worker_threads).context("start the runtime")?;
     let outcome = rt.block_on(async move {
-        // First, so that a signal during start-up already drains rather than kills.
+        // First, so that a signal during start-up already drains (or reloads) rather than kills.
         let mut signals = Signals::install().context("install signal handlers")?;
+        let hangups = Hangups::install().context("install the SIGHUP handler")?;
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
             .await
             .with_context(|| format!("listen: bind {}", cfg.listen))?;
@@ -126,6 +151,7 @@ fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
             "autoprep listening"
         );
         let grace = Duration::from_secs(cfg.drain_grace_seconds);
+        let tls_every = Duration::from_secs(cfg.tls_reload_interval_seconds);
         let ctx = Arc::new(autoprep::context::Context::new(cfg)?);
         ctx.topology.bound(listener.local_addr()?);
         if let Some(a) = ctx.topology.advertised() {
@@ -133,8 +159,10 @@ fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
         }
         if let Some(admin) = ctx.cfg.admin.clone() {
             // Its own thread and runtime: it answers even when this runtime is saturated.
-            autoprep::admin::spawn(&admin, ctx.clone())?;
+            autoprep::admin::spawn(&admin, ctx.clone(), Some(log.clone()))?;
         }
+        let reloader = Arc::new(Reloader::new(ctx.clone(), Some(log), reread));
+        tokio::spawn(reloader.run(hangups, (!tls_every.is_zero()).then_some(tls_every)));
         tokio::spawn(autoprep::server::run(listener, ctx.clone()));
         signals.recv().await;
         let outcome = lifecycle::drain(&ctx.lifecycle, grace, signals.recv()).await;

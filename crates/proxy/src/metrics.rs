@@ -50,6 +50,18 @@ pub struct Metrics {
     pub bytes_to_clients: Arc<AtomicU64>,
     /// From a request taking its upstream stream id to its response going to the client writer.
     pub request_duration: Histogram,
+    /// TLS material put in use after its files changed or on SIGHUP.
+    pub tls_reloads_ok: AtomicU64,
+    /// TLS files that changed but could not be used (the previous material stayed in use).
+    pub tls_reloads_error: AtomicU64,
+}
+
+/// The end of validity (seconds since the Unix epoch) of the certificate the proxy presents on
+/// each side, where it presents one: read from the material in use at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TlsExpiry {
+    pub client: Option<u64>,
+    pub upstream: Option<u64>,
 }
 
 impl Metrics {
@@ -346,6 +358,41 @@ impl Metrics {
         self.request_duration
             .encode("autoprep_request_duration_seconds", &mut e);
     }
+
+    /// Writes the TLS metrics: reloads by result, and the expiry of the certificates in use.
+    pub fn encode_tls(&self, expiry: TlsExpiry, out: &mut String) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut e = Encoder(out);
+        e.head(
+            "autoprep_tls_reloads_total",
+            "counter",
+            "TLS certificate reloads (files changed, or SIGHUP): put in use (ok) or refused and the previous material kept (error).",
+        );
+        e.sample(
+            "autoprep_tls_reloads_total",
+            &[("result", "ok")],
+            load(&self.tls_reloads_ok),
+        );
+        e.sample(
+            "autoprep_tls_reloads_total",
+            &[("result", "error")],
+            load(&self.tls_reloads_error),
+        );
+        e.head(
+            "autoprep_tls_certificate_expiry_seconds",
+            "gauge",
+            "The notAfter of the certificate autoprep presents, by side (client: to applications; upstream: to the node), as seconds since the Unix epoch.",
+        );
+        for (side, at) in [("client", expiry.client), ("upstream", expiry.upstream)] {
+            if let Some(at) = at {
+                e.sample(
+                    "autoprep_tls_certificate_expiry_seconds",
+                    &[("side", side)],
+                    at,
+                );
+            }
+        }
+    }
 }
 
 /// Histogram bucket upper bounds: in nanoseconds, and as written in the `le` label.
@@ -492,6 +539,14 @@ mod tests {
         };
         let mut out = String::new();
         m.encode(&cache, 5, &mut out);
+        Metrics::inc(&m.tls_reloads_ok);
+        m.encode_tls(
+            TlsExpiry {
+                client: Some(1_900_000_000),
+                upstream: None,
+            },
+            &mut out,
+        );
 
         let v = |s: &str| value(&out, s).unwrap_or_else(|| panic!("no {s} in\n{out}"));
         assert_eq!(v("autoprep_client_connections"), "1");
@@ -519,6 +574,17 @@ mod tests {
         assert_eq!(v("autoprep_shapes_tracked"), "5");
         assert_eq!(v("autoprep_received_bytes_total"), "1234");
         assert_eq!(v("autoprep_sent_bytes_total"), "99");
+        assert_eq!(v("autoprep_tls_reloads_total{result=\"ok\"}"), "1");
+        assert_eq!(v("autoprep_tls_reloads_total{result=\"error\"}"), "0");
+        assert_eq!(
+            v("autoprep_tls_certificate_expiry_seconds{side=\"client\"}"),
+            "1900000000"
+        );
+        assert!(value(
+            &out,
+            "autoprep_tls_certificate_expiry_seconds{side=\"upstream\"}"
+        )
+        .is_none());
 
         let h = "autoprep_request_duration_seconds";
         assert_eq!(v(&format!("{h}_bucket{{le=\"0.00005\"}}")), "2");

@@ -68,7 +68,7 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     // Bound is listening (the kernel queues connections), even before `run` first polls.
     ctx.listening.store(true, Ordering::Relaxed);
     if let Some(admin) = ctx.cfg.admin.clone() {
-        admin::spawn(&admin, ctx.clone())?;
+        admin::spawn(&admin, ctx.clone(), None)?;
     }
     tokio::spawn(run(listener, ctx.clone()));
     Ok((addr, ctx))

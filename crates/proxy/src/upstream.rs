@@ -1,5 +1,6 @@
 //! The connection toward the upstream node: TCP, then the TLS handshake when `--upstream-tls`
-//! is on (CA, client certificate and server name read and checked at start).
+//! is on (CA, client certificate and server name read and checked at start; the CA and the
+//! client certificate reloaded when their files change, see [`tls::Reloadable`]).
 
 use crate::config::Config;
 use crate::contact_points::{self, Picked};
@@ -11,6 +12,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -39,10 +41,11 @@ pub enum ConnectError {
     ServerName { addr: String, reason: String },
 }
 
-/// TLS toward the upstream node (`--upstream-tls` and the options that go with it).
+/// TLS toward the upstream node (`--upstream-tls` and the options that go with it). Clones
+/// share the material, and see a reload.
 #[derive(Clone)]
 pub struct UpstreamTls {
-    connector: TlsConnector,
+    connector: Connector,
     /// `--upstream-tls-server-name`; unset, the host of the address connected to.
     server_name: Option<ServerName<'static>>,
 }
@@ -52,6 +55,84 @@ impl fmt::Debug for UpstreamTls {
         f.debug_struct("UpstreamTls")
             .field("server_name", &self.server_name)
             .finish_non_exhaustive()
+    }
+}
+
+/// A `TlsConnector` made for each connection from the material in use then (see
+/// [`tls::Reloadable`]).
+#[derive(Clone)]
+struct Connector(Arc<tls::Reloadable<UpstreamRecipe>>);
+
+impl Connector {
+    fn connect(
+        &self,
+        name: ServerName<'static>,
+        sock: TcpStream,
+    ) -> tokio_rustls::Connect<TcpStream> {
+        TlsConnector::from(self.0.config()).connect(name, sock)
+    }
+}
+
+/// The upstream TLS files (`--upstream-tls-ca`, `--upstream-tls-cert`, `--upstream-tls-key`),
+/// the options checked already.
+struct UpstreamRecipe {
+    /// `None`: the system's roots.
+    ca: Option<PathBuf>,
+    /// Certificate and key presented to the node.
+    identity: Option<(PathBuf, PathBuf)>,
+    insecure_skip_verify: bool,
+}
+
+impl tls::Recipe for UpstreamRecipe {
+    type Config = ClientConfig;
+
+    fn files(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut v = Vec::new();
+        if let Some(ca) = &self.ca {
+            v.push(("--upstream-tls-ca", ca.clone()));
+        }
+        if let Some((cert, key)) = &self.identity {
+            v.push(("--upstream-tls-cert", cert.clone()));
+            v.push(("--upstream-tls-key", key.clone()));
+        }
+        v
+    }
+
+    fn build(&self, files: &tls::Files) -> Result<tls::Built<ClientConfig>, TlsError> {
+        let provider = tls::provider();
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|source| TlsError::Rejected {
+                options: "TLS protocol versions",
+                source,
+            })?;
+        let builder = if self.insecure_skip_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+        } else {
+            let roots = match &self.ca {
+                Some(_) => files.roots("--upstream-tls-ca")?,
+                None => system_roots()?,
+            };
+            builder.with_root_certificates(roots)
+        };
+        let (config, presented) = match &self.identity {
+            Some(_) => {
+                let chain = files.certs("--upstream-tls-cert")?;
+                let key = files.key("--upstream-tls-key")?;
+                let presented = chain.first().cloned();
+                let config = builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|source| TlsError::Rejected {
+                        options: "--upstream-tls-cert / --upstream-tls-key",
+                        source,
+                    })?;
+                (config, presented)
+            }
+            None => (builder.with_no_client_auth(), None),
+        };
+        Ok(tls::Built { config, presented })
     }
 }
 
@@ -83,41 +164,15 @@ impl UpstreamTls {
             }
             return Ok(None);
         }
-        let provider = tls::provider();
-        let builder = ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|source| TlsError::Rejected {
-                options: "TLS protocol versions",
-                source,
-            })?;
-        let builder = if cfg.upstream_tls_insecure_skip_verify {
-            if cfg.upstream_tls_ca.is_some() {
-                return Err(TlsError::Options(
-                    "--upstream-tls-ca and --upstream-tls-insecure-skip-verify contradict each other".into(),
-                ));
-            }
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        } else {
-            let roots = match &cfg.upstream_tls_ca {
-                Some(ca) => tls::load_roots("--upstream-tls-ca", ca)?,
-                None => system_roots()?,
-            };
-            builder.with_root_certificates(roots)
-        };
-        let config = match (&cfg.upstream_tls_cert, &cfg.upstream_tls_key) {
-            (Some(cert), Some(key)) => {
-                let chain = tls::load_certs("--upstream-tls-cert", cert)?;
-                let key = tls::load_key("--upstream-tls-key", key)?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|source| TlsError::Rejected {
-                        options: "--upstream-tls-cert / --upstream-tls-key",
-                        source,
-                    })?
-            }
-            (None, None) => builder.with_no_client_auth(),
+        if cfg.upstream_tls_insecure_skip_verify && cfg.upstream_tls_ca.is_some() {
+            return Err(TlsError::Options(
+                "--upstream-tls-ca and --upstream-tls-insecure-skip-verify contradict each other"
+                    .into(),
+            ));
+        }
+        let identity = match (&cfg.upstream_tls_cert, &cfg.upstream_tls_key) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (None, None) => None,
             (Some(_), None) => {
                 return Err(TlsError::Options(
                     "--upstream-tls-cert is set without --upstream-tls-key".into(),
@@ -129,6 +184,12 @@ impl UpstreamTls {
                 ))
             }
         };
+        let recipe = UpstreamRecipe {
+            ca: cfg.upstream_tls_ca.clone(),
+            identity,
+            insecure_skip_verify: cfg.upstream_tls_insecure_skip_verify,
+        };
+        let material = tls::Reloadable::load(tls::Side::Upstream, recipe)?;
         let server_name = match &cfg.upstream_tls_server_name {
             Some(n) => Some(ServerName::try_from(n.clone()).map_err(|e| {
                 TlsError::Options(format!("--upstream-tls-server-name {n:?}: {e}"))
@@ -146,9 +207,14 @@ impl UpstreamTls {
             }
         };
         Ok(Some(UpstreamTls {
-            connector: TlsConnector::from(Arc::new(config)),
+            connector: Connector(Arc::new(material)),
             server_name,
         }))
+    }
+
+    /// The material, for the reloader and the metrics.
+    pub fn reloadable(&self) -> Arc<dyn tls::Reload> {
+        self.connector.0.clone()
     }
 
     /// The name the certificate of the node at `addr` must be valid for.
@@ -337,6 +403,47 @@ mod tests {
             msg.starts_with("--upstream-tls-ca /nonexistent/ca.pem: cannot read"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn the_client_certificate_and_the_ca_are_reloaded() {
+        let dir =
+            std::env::temp_dir().join(format!("autoprep-upstream-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, year: i32| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(vec!["node".to_owned()]).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.not_after = rcgen::date_time_ymd(year, 1, 1);
+            let cert = params.self_signed(&key).unwrap();
+            std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).unwrap();
+            std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        };
+        write("ca", 2040);
+        write("client", 2031);
+        let mut cfg = Config::for_upstream("127.0.0.1:9042");
+        cfg.upstream_tls = true;
+        cfg.upstream_tls_ca = Some(dir.join("ca.crt"));
+        cfg.upstream_tls_cert = Some(dir.join("client.crt"));
+        cfg.upstream_tls_key = Some(dir.join("client.key"));
+        let tls = UpstreamTls::from_config(&cfg).unwrap().unwrap();
+        let material = tls.reloadable();
+        assert_eq!(material.side(), tls::Side::Upstream);
+        let before = material.not_after().unwrap();
+        assert!(matches!(material.reload(false), tls::Reloaded::Unchanged));
+        write("client", 2032);
+        assert!(matches!(
+            material.reload(false),
+            tls::Reloaded::Loaded { .. }
+        ));
+        assert!(material.not_after().unwrap() > before);
+        // A CA file that is not a certificate: refused, the material in use stays.
+        std::fs::write(dir.join("ca.crt"), "not PEM").unwrap();
+        let tls::Reloaded::Refused(e) = material.reload(false) else {
+            panic!("a broken CA is refused");
+        };
+        assert!(e.to_string().starts_with("--upstream-tls-ca"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]

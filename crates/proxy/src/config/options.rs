@@ -190,7 +190,7 @@ pub static OPTIONS: &[Spec] = &[
         value_name: "HOST:PORT",
         kind: Kind::One,
         hidden: false,
-        help: "Address of the admin HTTP server (/live, /ready, /metrics, /shapes); unset or empty: none",
+        help: "Address of the admin HTTP server (/live, /ready, /metrics, /shapes, /log); unset or empty: none",
         set: |c, v| {
             c.admin = v.optional()?;
             Ok(())
@@ -466,6 +466,19 @@ pub static OPTIONS: &[Spec] = &[
         help: "DANGEROUS, development only: accept any upstream certificate (logged as a warning)",
         set: |c, v| {
             c.upstream_tls_insecure_skip_verify = v.boolean()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tls_reload_interval_seconds",
+        flag: "tls-reload-interval-seconds",
+        env: "AUTOPREP_TLS_RELOAD_INTERVAL_SECONDS",
+        value_name: "SECONDS",
+        kind: Kind::One,
+        hidden: false,
+        help: "How often the TLS certificate, key and CA files are checked for a change, 0 to 3600 (0: only on SIGHUP)",
+        set: |c, v| {
+            c.tls_reload_interval_seconds = v.number()?;
             Ok(())
         },
     },

@@ -147,6 +147,33 @@ sidecar the kubelet stops the application first and autoprep after it, within th
     - name: AUTOPREP_CONFIG
       value: /etc/autoprep/config/autoprep.toml
     {{- end }}
+    {{- if $v.tls.clientSecret }}
+    - name: AUTOPREP_TLS_CERT
+      value: /etc/autoprep/tls/client/tls.crt
+    - name: AUTOPREP_TLS_KEY
+      value: /etc/autoprep/tls/client/tls.key
+    {{- if $v.tls.verifyClients }}
+    - name: AUTOPREP_TLS_CLIENT_CA
+      value: /etc/autoprep/tls/client/ca.crt
+    {{- end }}
+    {{- end }}
+    {{- if $v.tls.upstreamSecret }}
+    - name: AUTOPREP_UPSTREAM_TLS
+      value: "true"
+    - name: AUTOPREP_UPSTREAM_TLS_CA
+      value: /etc/autoprep/tls/upstream/ca.crt
+    {{- if $v.tls.upstreamClientCertificate }}
+    - name: AUTOPREP_UPSTREAM_TLS_CERT
+      value: /etc/autoprep/tls/upstream/tls.crt
+    - name: AUTOPREP_UPSTREAM_TLS_KEY
+      value: /etc/autoprep/tls/upstream/tls.key
+    {{- end }}
+    {{- end }}
+    {{- if or $v.tls.clientSecret $v.tls.upstreamSecret }}
+    # A renewed certificate is used for new connections within this many seconds.
+    - name: AUTOPREP_TLS_RELOAD_INTERVAL_SECONDS
+      value: {{ $v.tls.reloadIntervalSeconds | quote }}
+    {{- end }}
     {{- with $v.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -180,6 +207,7 @@ sidecar the kubelet stops the application first and autoprep after it, within th
       mountPath: /etc/autoprep/config
       readOnly: true
     {{- end }}
+    {{- /* Directories, never subPath: a subPath mount is not updated when its Secret is. */}}
     {{- if $v.tls.clientSecret }}
     - name: autoprep-tls-client
       mountPath: /etc/autoprep/tls/client
