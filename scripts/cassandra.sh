@@ -21,6 +21,10 @@
 #   CASSANDRA_JMX_PORT      [7199]            JMX binds 127.0.0.1: every node needs its own
 #   CASSANDRA_SEEDS         [$CASSANDRA_LISTEN:$CASSANDRA_STORAGE_PORT]
 #   CASSANDRA_CLUSTER_NAME  [autoprep]        nodes join only a cluster of the same name
+#   CASSANDRA_DC            []                set: GossipingPropertyFileSnitch instead of SimpleSnitch,
+#                                             with a conf/cassandra-rackdc.properties of this dc
+#   CASSANDRA_RACK          [r1]              the rack in that file (only with CASSANDRA_DC)
+#   CASSANDRA_NUM_TOKENS    [1]               num_tokens (vnodes); fixed once the node has joined
 #   CASSANDRA_AUTH          [none]            none | password (PasswordAuthenticator +
 #                                             CassandraAuthorizer, superuser cassandra/cassandra)
 #   CASSANDRA_CLIENT_TLS_KEYSTORE []          PEM file with the node's private key (PKCS#8) and
@@ -34,6 +38,8 @@
 #   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log;
 #                                             system keyspaces are excluded by default)
 #   CASSANDRA_HEAP          [1G]
+#   CASSANDRA_JVM_OPTS      []                more JVM options, separated by spaces (e.g.
+#                                             -XX:TieredStopAtLevel=1: C1 only, starts faster)
 #   CASSANDRA_RING_DELAY_MS [100]             a node joining a cluster needs its seed's gossip
 #                                             answer within this (give it a few seconds)
 #   CASSANDRA_START_TIMEOUT [120]  CASSANDRA_STOP_TIMEOUT [30]   seconds
@@ -53,6 +59,9 @@ STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
 JMX_PORT="${CASSANDRA_JMX_PORT:-7199}"
 SEEDS="${CASSANDRA_SEEDS:-$LISTEN:$STORAGE_PORT}"
 CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-autoprep}"
+DC="${CASSANDRA_DC:-}"
+RACK="${CASSANDRA_RACK:-}"
+NUM_TOKENS="${CASSANDRA_NUM_TOKENS:-}"
 AUTH="${CASSANDRA_AUTH:-none}"
 TLS_KEYSTORE="${CASSANDRA_CLIENT_TLS_KEYSTORE:-}"
 TLS_TRUSTSTORE="${CASSANDRA_CLIENT_TLS_TRUSTSTORE:-}"
@@ -61,6 +70,7 @@ TLS_CLIENT_AUTH="${CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH:-false}"
 PREPARED_CACHE="${CASSANDRA_PREPARED_CACHE:-}"
 AUDIT="${CASSANDRA_AUDIT:-}"
 HEAP="${CASSANDRA_HEAP:-1G}"
+JVM_OPTS="${CASSANDRA_JVM_OPTS:-}"
 RING_DELAY_MS="${CASSANDRA_RING_DELAY_MS:-100}"
 START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${CASSANDRA_STOP_TIMEOUT:-30}"
@@ -71,6 +81,7 @@ INSTALL_STAMP="$INSTALL_DIR/.installed"
 NODE_DIR="$CACHE_DIR/cassandra-nodes/$NODE"
 LOG_DIR="$NODE_DIR/logs"
 PID_FILE="$NODE_DIR/cassandra.pid"
+RACKDC_FILE="$NODE_DIR/conf/cassandra-rackdc.properties"
 
 if [[ -z "${JAVA_HOME:-}" && -x /usr/lib/jvm/java-17-openjdk-amd64/bin/java ]]; then
     JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
@@ -85,6 +96,12 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 case "$AUTH" in none|password) ;; *) die "CASSANDRA_AUTH must be none or password, not '$AUTH'" ;; esac
 case "$TLS_OPTIONAL" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_OPTIONAL must be true or false" ;; esac
 case "$TLS_CLIENT_AUTH" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH must be true or false" ;; esac
+[[ -z "$NUM_TOKENS" || "$NUM_TOKENS" =~ ^[1-9][0-9]*$ ]] || die "CASSANDRA_NUM_TOKENS must be a positive integer"
+[[ -z "$RACK" || -n "$DC" ]] || die "CASSANDRA_RACK needs CASSANDRA_DC"
+[[ "$DC$RACK" =~ ^[A-Za-z0-9_.-]*$ ]] || die "CASSANDRA_DC and CASSANDRA_RACK: letters, digits, _ . - only"
+if [[ -n "$DC" && -z "$RACK" ]]; then
+    RACK=r1
+fi
 if [[ -n "$TLS_KEYSTORE" ]]; then
     [[ -r "$TLS_KEYSTORE" ]] || die "CASSANDRA_CLIENT_TLS_KEYSTORE $TLS_KEYSTORE is not readable"
     [[ -z "$TLS_TRUSTSTORE" || -r "$TLS_TRUSTSTORE" ]] \
@@ -223,6 +240,13 @@ write_config() {
     sed -e "s|@SEEDS@|$SEEDS|" -e "s|@LISTEN@|$LISTEN|g" -e "s|@CLUSTER_NAME@|$CLUSTER_NAME|" \
         -e "s|@STORAGE_PORT@|$STORAGE_PORT|" -e "s|@NATIVE_PORT@|$NATIVE_PORT|" \
         -e "s|@NODE_DIR@|$NODE_DIR|g" "$CONF_SRC/cassandra.yaml.in" >"$conf.tmp"
+    if [[ -n "$NUM_TOKENS" ]]; then
+        sed -i "s|^num_tokens: .*|num_tokens: $NUM_TOKENS|" "$conf.tmp"
+    fi
+    if [[ -n "$DC" ]]; then
+        sed -i "s|^endpoint_snitch: .*|endpoint_snitch: GossipingPropertyFileSnitch|" "$conf.tmp"
+        printf 'dc=%s\nrack=%s\n' "$DC" "$RACK" >"$RACKDC_FILE"
+    fi
     {
         echo
         echo "# Set by scripts/cassandra.sh from the environment."
@@ -308,6 +332,14 @@ cmd_start() {
         jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
         local -a opts
         mapfile -t opts < <(jvm_options "$CONF_SRC/jvm17-server.options")
+        if [[ -n "$DC" ]]; then
+            opts+=("-Dcassandra-rackdc.properties=file://$RACKDC_FILE")
+        fi
+        if [[ -n "$JVM_OPTS" ]]; then
+            local -a extra
+            read -r -a extra <<<"$JVM_OPTS"
+            opts+=("${extra[@]}")
+        fi
         local -a args=(
             "-Xms$HEAP" "-Xmx$HEAP"
             "${opts[@]}"
@@ -328,7 +360,7 @@ cmd_start() {
             -cp "$LIB_DIR/*"
             org.apache.cassandra.service.CassandraDaemon
         )
-        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT auth=$AUTH client_tls=$(tls_summary)"
+        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT${DC:+ dc=$DC rack=$RACK}${NUM_TOKENS:+ num_tokens=$NUM_TOKENS} auth=$AUTH client_tls=$(tls_summary)"
         # setsid: the node outlives the shell (and its process group) that started it.
         # 9>&-: the JVM must not inherit the start lock.
         setsid nohup "$JAVA" "${args[@]}" >"$LOG_DIR/stdout.log" 2>&1 </dev/null 9>&- &
@@ -425,7 +457,11 @@ storage_port $STORAGE_PORT
 jmx_port     $JMX_PORT
 seeds        $SEEDS
 cluster_name $CLUSTER_NAME
-auth         $AUTH
+${DC:+dc           $DC
+rack         $RACK
+}${NUM_TOKENS:+num_tokens   $NUM_TOKENS
+}${JVM_OPTS:+jvm_opts     $JVM_OPTS
+}auth         $AUTH
 client_tls   $(tls_summary)
 EOF
 }
