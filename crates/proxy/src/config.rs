@@ -54,6 +54,13 @@ pub struct Config {
     /// Rewrite literal-bearing QUERYs into EXECUTEs of prepared statements (`false`: a plain
     /// forwarder).
     pub rewrite: bool,
+    /// Send each rewritten EXECUTE whose partition is known to a replica that owns it, over a
+    /// connection of the client's own to that node (see `cluster` and `replica`).
+    pub routing: bool,
+    /// The datacenter whose replicas are preferred; unset, that of the node the proxy first
+    /// read the cluster from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_local_dc: Option<String>,
     /// Most prepared statements kept in the proxy's cache.
     pub cache_entries: usize,
     /// Most bytes (approximate) the proxy's prepared cache holds.
@@ -128,6 +135,8 @@ impl Default for Config {
             connect_timeout_ms: 5000,
             log: "info".into(),
             rewrite: true,
+            routing: true,
+            routing_local_dc: None,
             cache_entries: 10_000,
             cache_bytes: 64 * 1024 * 1024,
             admission_threshold: 2,

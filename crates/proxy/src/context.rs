@@ -3,6 +3,7 @@
 //! metrics and per-shape statistics, the lifecycle (connection admission and drain), the
 //! health flags the admin server reports, and the TLS configurations of both sides.
 
+use crate::cluster::ClusterView;
 use crate::config::Config;
 use crate::contact_points::ContactPoints;
 use crate::flavor::Flavors;
@@ -28,6 +29,8 @@ pub struct Context {
     /// What drivers are told about the cluster (`--advertise-address`).
     pub topology: Topology,
     pub cache: PreparedCache,
+    /// The cluster as routing sees it (`--routing`).
+    pub cluster: ClusterView,
     pub encode: EncodeOptions,
     /// Which server each contact point is (ScyllaDB or Cassandra), learned from SUPPORTED.
     pub flavors: Flavors,
@@ -77,6 +80,7 @@ impl Context {
             upstreams,
             topology,
             cache,
+            cluster: ClusterView::new(cfg.routing && cfg.rewrite, cfg.routing_local_dc.clone()),
             encode: EncodeOptions { server_time_zone },
             metrics: Metrics::default(),
             shapes: Shapes::default(),

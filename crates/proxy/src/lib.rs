@@ -2,6 +2,7 @@
 //! Cassandra or ScyllaDB node.
 //!
 //! # Layout
+//! - [`cluster`]: the cluster's ring and replicas as routing sees them.
 //! - [`config`]: the TOML file, `AUTOPREP_*` environment variables and flags.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
@@ -12,6 +13,7 @@
 //! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`reload`]: SIGHUP and changed TLS files: what changes without a restart.
+//! - [`replica`]: a session's connections to the replicas it routes to.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
 //! - [`schema_agreement`]: holds schema-change answers until every node has the new schema.
 //! - [`server`]: the listener; one [`session`] per client connection.
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod cluster;
 pub mod config;
 pub mod contact_points;
 pub mod context;
@@ -39,6 +42,7 @@ pub mod metrics;
 pub mod prepare_proof;
 pub mod protocol_error;
 pub mod reload;
+pub mod replica;
 pub mod rewrite;
 pub mod schema_agreement;
 pub mod server;

@@ -28,6 +28,10 @@ pub struct Metrics {
     requests_other: AtomicU64,
     pub queries_rewritten: AtomicU64,
     passthrough: Mutex<BTreeMap<&'static str, u64>>,
+    /// Rewritten EXECUTEs by where they went (`replica` or `home`) and why.
+    routed: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// Routed requests per replica node (bounded by the cluster's size).
+    routed_nodes: Mutex<BTreeMap<std::net::SocketAddr, u64>>,
     pub prepares_ok: AtomicU64,
     pub prepares_failed: AtomicU64,
     /// Answers to the proxy's PREPAREs not used: not proven to describe the statement meant
@@ -89,6 +93,18 @@ impl Metrics {
     pub fn passthrough(&self, reason: &'static str) {
         let mut m = self.passthrough.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry(reason).or_default() += 1;
+    }
+
+    /// A rewritten EXECUTE went `to` the replica or home, for `reason`.
+    pub fn routed(&self, to: &'static str, reason: &'static str) {
+        let mut m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry((to, reason)).or_default() += 1;
+    }
+
+    /// A request went to the replica `node`.
+    pub fn routed_to(&self, node: std::net::SocketAddr) {
+        let mut m = self.routed_nodes.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(node).or_default() += 1;
     }
 
     /// Pass-through counts by reason.
@@ -189,6 +205,35 @@ impl Metrics {
                 &[("outcome", "passthrough"), ("reason", reason)],
                 n,
             );
+        }
+
+        e.head(
+            "autoprep_routed_total",
+            "counter",
+            "Rewritten EXECUTEs with a partition key, by where they went: to a replica that owns the partition, or home (the client connection's upstream node) with why.",
+        );
+        let routed: Vec<_> = {
+            let m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
+            m.iter().map(|(k, v)| (*k, *v)).collect()
+        };
+        for ((to, reason), n) in routed {
+            e.sample(
+                "autoprep_routed_total",
+                &[("to", to), ("reason", reason)],
+                n,
+            );
+        }
+        e.head(
+            "autoprep_routed_requests_total",
+            "counter",
+            "Requests sent to each replica node over the clients' replica connections.",
+        );
+        let nodes: Vec<_> = {
+            let m = self.routed_nodes.lock().unwrap_or_else(|p| p.into_inner());
+            m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        for (node, n) in nodes {
+            e.sample("autoprep_routed_requests_total", &[("node", &node)], n);
         }
 
         e.head(

@@ -10,7 +10,7 @@
 use crate::context::Context;
 use crate::flavor::SCYLLA_ADMISSION;
 use crate::shapes::ShapeRef;
-use autoprep_cache::{Lookup, ShapeHash, ShapeKey};
+use autoprep_cache::{Lookup, PreparedEntry, ShapeHash, ShapeKey};
 use autoprep_protocol::cql::normalize::{
     normalize, normalize_with, recycle_slots, Normalized, NotCandidate, Shape, Slot,
 };
@@ -24,6 +24,7 @@ use autoprep_protocol::primitives::{write_short_bytes, write_value};
 use autoprep_protocol::types::encode::scylla as scylla_literals;
 use autoprep_protocol::types::{encode_literal, ColumnType};
 use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The cache's node id of the first (or only) `--upstream` contact point; a session's node is
@@ -84,8 +85,13 @@ impl Used {
 /// What to do with one QUERY or BATCH.
 #[derive(Debug)]
 pub enum Decision {
-    /// Send this envelope (its stream id still to be set) instead of the client's.
-    Execute { frame: BytesMut, used: Used },
+    /// Send this envelope (its stream id still to be set) instead of the client's; `route`,
+    /// when routing is on and the statement has a partition key, says where its partition is.
+    Execute {
+        frame: BytesMut,
+        used: Used,
+        route: Option<Route>,
+    },
     /// Forward the request unchanged, counting `reason`; `prepare` asks for background
     /// PREPAREs; `use_keyspace` marks a `USE` whose result the session tracks.
     PassThrough {
@@ -93,6 +99,54 @@ pub enum Decision {
         prepare: Vec<PrepareRequest>,
         use_keyspace: bool,
     },
+}
+
+/// What routing a rewritten EXECUTE needs (see [`crate::cluster`]).
+#[derive(Debug)]
+pub struct Route {
+    /// The token of the partition the bound values name.
+    pub token: autoprep_routing::Token,
+    /// The prepared shape (its keyspace, text and id, to prepare it on a replica).
+    pub entry: Arc<PreparedEntry>,
+    /// The consistency (or serial consistency) is a `LOCAL_*` one: only a replica in the
+    /// datacenter of the client connection's node may coordinate it.
+    pub local_only: bool,
+}
+
+/// `LOCAL_QUORUM`, `LOCAL_SERIAL` and `LOCAL_ONE` (native protocol spec, section 3).
+fn is_local_consistency(c: u16) -> bool {
+    matches!(c, 0x0006 | 0x0009 | 0x000A)
+}
+
+/// The token of the partition named by the encoded values `values` (`[bytes]` each, in bind
+/// order) at the partition-key indexes `pk_indexes`; `None` when there is no partition key or
+/// a component is null or unset.
+pub fn partition_token(pk_indexes: &[u16], values: &[u8]) -> Option<autoprep_routing::Token> {
+    if pk_indexes.is_empty() {
+        return None;
+    }
+    let mut cells: Vec<Option<&[u8]>> = Vec::with_capacity(8);
+    let mut rest = values;
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let len = i32::from_be_bytes(*len);
+        match usize::try_from(len) {
+            Ok(n) => {
+                cells.push(Some(tail.get(..n)?));
+                rest = &tail[n..];
+            }
+            Err(_) => {
+                cells.push(None);
+                rest = tail;
+            }
+        }
+    }
+    let mut components: Vec<Option<&[u8]>> = Vec::with_capacity(pk_indexes.len());
+    for &i in pk_indexes {
+        components.push(*cells.get(usize::from(i))?);
+    }
+    autoprep_routing::partition_token(&components)
+        .ok()
+        .flatten()
 }
 
 impl Decision {
@@ -384,12 +438,23 @@ fn decide_shape(
     if !built {
         return pass("value too large");
     }
+    let route = if ctx.cluster.enabled() {
+        partition_token(&entry.pk_indexes, scratch).map(|token| Route {
+            token,
+            entry: entry.clone(),
+            local_only: is_local_consistency(params.consistency)
+                || params.serial_consistency.is_some_and(is_local_consistency),
+        })
+    } else {
+        None
+    };
     Decision::Execute {
         frame: finish_frame(frame, header, Opcode::EXECUTE),
         used: Used::One {
             hash,
             id: entry.id.clone(),
         },
+        route,
     }
 }
 
@@ -534,6 +599,7 @@ pub fn decide_batch(
     Decision::Execute {
         frame: finish_frame(frame, header, Opcode::BATCH),
         used: Used::Many(prepared),
+        route: None,
     }
 }
 

@@ -229,7 +229,7 @@ fn versions(
 }
 
 /// A QUERY envelope for `query`, consistency ONE, no values (stream id 0 until allocated).
-fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
+pub fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
     let mut body = Vec::with_capacity(query.len() + 16);
     let params = QueryParams {
         consistency: 0x0001,

@@ -16,6 +16,7 @@ use crate::lifecycle;
 use crate::metrics::Metrics;
 use crate::prepare_proof;
 use crate::protocol_error;
+use crate::replica;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
 use crate::shapes::{self, ShapeRef};
@@ -69,12 +70,14 @@ struct State {
     keyspace_epoch: u64,
     /// Set once the client side is framed (v5), with whether segments are LZ4-compressed.
     client_framing: Option<bool>,
+    /// The client's handshake, replayed to open replica connections (see [`replica`]).
+    handshake: replica::Handshake,
     /// The proxy's own PREPAREs in flight whose keyspace the server takes from the
     /// connection (see [`hold_use`]).
     exposed_prepares: u32,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
     /// Signalled whenever an upstream stream id is released.
@@ -95,6 +98,13 @@ struct Shared {
     /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
     /// would refuse them and the shape would be marked as failing for every connection).
     ready: AtomicBool,
+    /// The upstream node's address (what `system.local` on this connection describes).
+    home: Option<std::net::SocketAddr>,
+    /// Connections to the replicas this connection routes to.
+    links: replica::Links,
+    /// The client's outbox and the home connection's (for the replica connections' readers).
+    client: Outbox,
+    upstream: Outbox,
 }
 
 impl Shared {
@@ -138,7 +148,7 @@ pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
         .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-async fn serve(client: TcpStream, ctx: &Context) {
+async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     let cfg = &ctx.cfg;
     let local = client.local_addr().ok();
     let _ = client.set_nodelay(true);
@@ -163,6 +173,7 @@ async fn serve(client: TcpStream, ctx: &Context) {
         }
     };
     debug!(node = picked.node, upstream = %picked.addr, "connected upstream");
+    let home = socket::peer_addr(&upstream);
     let (client_rd, client_wr) = socket::into_split(client);
     let (upstream_rd, upstream_wr) = socket::into_split(upstream);
     let sent = Some(ctx.metrics.bytes_to_clients.clone());
@@ -182,6 +193,10 @@ async fn serve(client: TcpStream, ctx: &Context) {
         closing: ctx.lifecycle.session_token(),
         client_stopped: CancellationToken::new(),
         ready: AtomicBool::new(false),
+        home,
+        links: replica::Links::default(),
+        client: to_client.clone(),
+        upstream: to_upstream.clone(),
     });
 
     // A block, so that both readers are gone at its end.
@@ -226,12 +241,15 @@ async fn serve(client: TcpStream, ctx: &Context) {
         End::Closing => info!("drain grace period over; connection closed"),
     }
     // PREPAREs of this connection still in flight will never be answered: let other
-    // connections prepare those shapes at once.
+    // connections prepare those shapes at once; a cluster-view refresh it carried is over.
     for p in shared.lock().streams.in_flight() {
-        if let Pending::Prepare { hash, .. } = p {
-            ctx.cache.abandoned(shared.node, *hash);
+        match p {
+            Pending::Prepare { hash, .. } => ctx.cache.abandoned(shared.node, *hash),
+            Pending::ClusterRead(_) => ctx.cluster.abandon_refresh(),
+            _ => {}
         }
     }
+    shared.links.close_all();
     // The readers are gone: the writers write what is left and stop.
     to_client.close();
     to_upstream.close();
@@ -242,8 +260,8 @@ async fn serve(client: TcpStream, ctx: &Context) {
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
 async fn client_to_upstream(
     mut rd: impl AsyncRead + Unpin,
-    ctx: &Context,
-    shared: &Shared,
+    ctx: &Arc<Context>,
+    shared: &Arc<Shared>,
     to_upstream: &Outbox,
     to_client: &Outbox,
 ) -> End {
@@ -423,8 +441,8 @@ async fn send_upstream(to_upstream: &Outbox, mut frame: BytesMut, id: i16) -> Re
 
 async fn forward_request(
     env: Envelope,
-    ctx: &Context,
-    shared: &Shared,
+    ctx: &Arc<Context>,
+    shared: &Arc<Shared>,
     to_upstream: &Outbox,
     scratch: &mut rewrite::Scratch,
 ) -> Result<(), End> {
@@ -436,6 +454,23 @@ async fn forward_request(
             let mut st = shared.lock();
             st.lz4_requested = s.compression() == Some(Compression::Lz4);
             st.compression = s.compression();
+        }
+        if ctx.cluster.enabled() {
+            let mut st = shared.lock();
+            st.handshake = replica::Handshake {
+                version: Some(header.version),
+                startup: Some(zeroize::Zeroizing::new(env.body().to_vec())),
+                lz4: st.lz4_requested,
+                ..replica::Handshake::default()
+            };
+        }
+    }
+    if header.opcode == Opcode::AUTH_RESPONSE && ctx.cluster.enabled() {
+        let mut st = shared.lock();
+        if !st.handshake.complete {
+            st.handshake
+                .auth
+                .push(zeroize::Zeroizing::new(env.body().to_vec()));
         }
     }
     let is_batch = header.opcode == Opcode::BATCH;
@@ -489,11 +524,30 @@ async fn forward_request(
         };
         shapes::record_outcome(shape.as_deref(), &decision);
         match decision {
-            Decision::Execute { frame, used } => {
+            Decision::Execute { frame, used, route } => {
                 Metrics::inc(&ctx.metrics.queries_rewritten);
+                let original = env.into_frame().freeze();
+                let frame = match route {
+                    Some(route) if topology.is_none() => {
+                        let Used::One { hash, .. } = &used else {
+                            unreachable!("a QUERY rewrites into one EXECUTE")
+                        };
+                        let routed = routing::Request {
+                            stream,
+                            original: original.clone(),
+                            version: header.version,
+                            hash: *hash,
+                        };
+                        match routing::route(ctx, shared, frame, route, routed).await {
+                            Ok(()) => return Ok(()),
+                            Err(frame) => frame,
+                        }
+                    }
+                    _ => frame,
+                };
                 let pending = Pending::Rewritten {
                     stream,
-                    original: env.into_frame().freeze(),
+                    original,
                     used,
                     topology,
                 };
@@ -556,6 +610,342 @@ async fn hold_use(ctx: &Context, shared: &Shared, to_upstream: &Outbox) {
         // The PREPAREs may still sit in the outbox.
         to_upstream.flush();
         answered.await;
+    }
+}
+
+/// Token-aware routing of rewritten EXECUTEs (see [`crate::cluster`] and [`crate::replica`]):
+/// the replica chosen for the partition, its connection (opened by replaying the client's
+/// handshake), the shape prepared there, and the answers back to the client.
+mod routing {
+    use super::*;
+    use crate::cluster::READS;
+    use crate::replica::{self, Link, LinkState, Routed};
+    use crate::rewrite::Route;
+
+    /// The client's request a rewritten EXECUTE stands for.
+    pub(super) struct Request {
+        pub stream: i16,
+        /// What the client sent (sent home instead if the replica does not know the id).
+        pub original: Bytes,
+        pub version: ProtocolVersion,
+        /// The shape's cache key (for a v5 answer whose result metadata changed).
+        pub hash: ShapeHash,
+    }
+
+    fn home(ctx: &Context, reason: &'static str, frame: BytesMut) -> Result<(), BytesMut> {
+        debug!(reason, "routed home");
+        ctx.metrics.routed("home", reason);
+        Err(frame)
+    }
+
+    /// Sends `frame` to a replica of its partition when one is ready for it; otherwise gives
+    /// it back for the home connection (counted with why).
+    pub(super) async fn route(
+        ctx: &Arc<Context>,
+        shared: &Arc<Shared>,
+        frame: BytesMut,
+        route: Route,
+        req: Request,
+    ) -> Result<(), BytesMut> {
+        let Some(home_addr) = shared.home else {
+            return home(ctx, "home address unknown", frame);
+        };
+        let now = Instant::now();
+        if ctx.cluster.begin_refresh(home_addr, now) {
+            refresh(shared, req.version).await;
+        }
+        let Some(view) = ctx.cluster.current() else {
+            return home(ctx, "no cluster view", frame);
+        };
+        if view.node_count() < 2 {
+            return home(ctx, "single node", frame);
+        }
+        // The keyspace of the partition: the one keyspace of the statement's tables.
+        let entry = &route.entry;
+        let Some((keyspace, _)) = entry.tables.first() else {
+            return home(ctx, "no table", frame);
+        };
+        if entry.tables.iter().any(|(k, _)| k != keyspace) {
+            return home(ctx, "several keyspaces", frame);
+        }
+        let addr = match ctx
+            .cluster
+            .pick(&view, keyspace, route.token, home_addr, route.local_only)
+        {
+            Ok(a) => a,
+            Err(reason) => return home(ctx, reason, frame),
+        };
+        let (known, everywhere) = ctx.cluster.is_known(&view, addr, &entry.id);
+        if !everywhere {
+            // Prepared on every replica this connection reaches, as drivers prepare on every
+            // node: a later request of the shape finds it wherever its partition is.
+            let compression = shared.lock().compression;
+            for l in shared.links.open_links() {
+                if !ctx.cluster.holds(l.addr, &entry.id) && l.start_preparing(&entry.id) {
+                    let (ctx, entry) = (ctx.clone(), entry.clone());
+                    tokio::spawn(prepare_on(ctx, l, entry, compression).in_current_span());
+                }
+            }
+        }
+        if addr == home_addr {
+            return home(ctx, "home is the replica", frame);
+        }
+        let link = match shared.links.get(addr, now) {
+            LinkState::Open(l) => l,
+            LinkState::NotYet(reason) => return home(ctx, reason, frame),
+            LinkState::Absent => {
+                open(ctx, shared, addr);
+                return home(ctx, "replica connecting", frame);
+            }
+        };
+        if !known {
+            return home(ctx, "not prepared on the replica", frame);
+        }
+        let routed = Routed::Client {
+            stream: req.stream,
+            original: req.original,
+            id: entry.id.clone(),
+            hash: Some(req.hash),
+            read: entry
+                .text
+                .get(..7)
+                .is_some_and(|t| t.eq_ignore_ascii_case("SELECT ")),
+        };
+        match link.send(frame, routed).await {
+            Ok(()) => {
+                ctx.metrics.routed("replica", "");
+                ctx.metrics.routed_to(addr);
+                Ok(())
+            }
+            Err(frame) => home(ctx, "replica busy", frame),
+        }
+    }
+
+    /// Sends the reads of a cluster-view refresh on the home connection.
+    async fn refresh(shared: &Shared, version: ProtocolVersion) {
+        for (part, text) in READS {
+            let Some(frame) = schema_agreement::query_frame(version, text) else {
+                continue;
+            };
+            let up = allocate(shared, &shared.upstream, Pending::ClusterRead(part), None).await;
+            if send_upstream(&shared.upstream, frame, up).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Opens the connection to the replica `addr` in the background.
+    fn open(ctx: &Arc<Context>, shared: &Arc<Shared>, addr: std::net::SocketAddr) {
+        let (ctx, shared) = (ctx.clone(), shared.clone());
+        let task = async move {
+            let handshake = shared.lock().handshake.clone();
+            if !handshake.complete {
+                shared.links.failed(addr, Instant::now());
+                return;
+            }
+            let opened = replica::open(
+                addr,
+                &handshake,
+                ctx.upstream_tls.as_ref(),
+                ctx.cfg.max_frame_bytes,
+            )
+            .await;
+            drop(handshake);
+            match opened {
+                Ok(o) => {
+                    debug!(replica = %addr, "replica connection open");
+                    let link = o.link.clone();
+                    let reader = tokio::spawn(read(ctx, shared.clone(), o).in_current_span());
+                    shared.links.opened(link, reader);
+                }
+                Err(e) => {
+                    info!(replica = %addr, error = %e, "replica connection not opened; its requests go home");
+                    shared.links.failed(addr, Instant::now());
+                }
+            }
+        };
+        tokio::spawn(task.in_current_span());
+    }
+
+    /// Prepares `entry` on the replica of `link` (on v4 after setting its keyspace on that
+    /// connection, never beside it); the node then holds the id.
+    async fn prepare_on(
+        ctx: Arc<Context>,
+        link: Arc<Link>,
+        entry: Arc<PreparedEntry>,
+        compression: Option<Compression>,
+    ) {
+        let _turn = link.prepare_turn.lock().await;
+        let version = link.version;
+        let ks = entry.keyspace.clone();
+        if version < ProtocolVersion::V5 && ks.is_some() && link.keyspace() != ks {
+            let name = ks.as_deref().unwrap_or_default().replace('"', "\"\"");
+            let ok = match schema_agreement::query_frame(version, &format!("USE \"{name}\"")) {
+                Some(f) => link
+                    .request(f)
+                    .await
+                    .is_some_and(|a| a.header().opcode == Opcode::RESULT),
+                None => false,
+            };
+            if !ok {
+                link.done_preparing(&entry.id);
+                return;
+            }
+            link.set_keyspace(ks.clone());
+        }
+        let mut body = Vec::with_capacity(entry.text.len() + 16);
+        let kf = if version >= ProtocolVersion::V5 {
+            ks.as_deref()
+        } else {
+            None
+        };
+        if encode_prepare(version, entry.text.as_bytes(), kf, &mut body).is_ok() {
+            let frame = Envelope::new(
+                Header {
+                    version,
+                    direction: Direction::Request,
+                    flags: Flags(0),
+                    stream: StreamId(0),
+                    opcode: Opcode::PREPARE,
+                    length: 0,
+                },
+                &body,
+            )
+            .into_frame();
+            if let Some(answer) = link.request(frame).await {
+                // The id is md5 of keyspace and text on every node: the same id proves the
+                // same statement (see `prepare_proof` for the home node's own proof).
+                let same = prepared_id(&answer, compression).is_some_and(|id| id == entry.id);
+                if same {
+                    ctx.cluster.learn(link.addr, &entry.id);
+                } else {
+                    debug!(replica = %link.addr, "a replica's PREPARED answer differs; not routed there");
+                }
+            }
+        }
+        link.done_preparing(&entry.id);
+    }
+
+    /// The id of a PREPARED answer (the replica connection negotiated the client's
+    /// `compression`, its STARTUP being the client's).
+    fn prepared_id(env: &Envelope, compression: Option<Compression>) -> Option<Bytes> {
+        if env.header().opcode != Opcode::RESULT {
+            return None;
+        }
+        let body = plain_body(env, compression, usize::MAX)?;
+        let rb = ResponseBody::parse(env.header(), &body).ok()?;
+        match ResultView::parse(rb.message, env.header().version).ok()? {
+            ResultView::Prepared(p) => Some(Bytes::copy_from_slice(p.id)),
+            _ => None,
+        }
+    }
+
+    /// Reads a replica connection's answers and gives each to the client under its own stream
+    /// id; an UNPREPARED answer sends the client's request home instead. When the connection
+    /// ends, requests still in flight on it may have run: the client gets an Overloaded error
+    /// for each (drivers retry what is idempotent, as after a coordinator's failure).
+    async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
+        let replica::Opened {
+            link,
+            reader: mut rd,
+            mut decoder,
+            mut buf,
+            writer: _writer,
+        } = o;
+        let version = link.version;
+        let compression = shared.lock().compression;
+        'conn: loop {
+            loop {
+                let env = match decoder.decode(&mut buf) {
+                    Ok(Some(env)) => env,
+                    Ok(None) => break,
+                    Err(_) => break 'conn,
+                };
+                if env.header().stream.0 < 0 {
+                    continue;
+                }
+                match link.answered(env.header().stream.0) {
+                    Some(Routed::Own(tx)) => {
+                        let _ = tx.send(env);
+                    }
+                    Some(Routed::Client {
+                        stream,
+                        original,
+                        id,
+                        hash,
+                        ..
+                    }) => {
+                        let unprepared = env.header().opcode == Opcode::ERROR
+                            && unprepared_id(&env, compression, ctx.cfg.max_frame_bytes).is_some();
+                        if unprepared {
+                            ctx.cluster.forget(link.addr, &id);
+                            Metrics::inc(&ctx.metrics.unprepared_recoveries);
+                            let up =
+                                allocate(&shared, &shared.upstream, Pending::client(stream), None)
+                                    .await;
+                            if send_upstream(&shared.upstream, BytesMut::from(&original[..]), up)
+                                .await
+                                .is_err()
+                            {
+                                break 'conn;
+                            }
+                            shared.upstream.flush();
+                            continue;
+                        }
+                        let mut env = match hash {
+                            Some(hash) if version >= ProtocolVersion::V5 => {
+                                without_metadata_change(env, shared.node, hash, &id, &ctx)
+                            }
+                            _ => env,
+                        };
+                        env.set_stream(StreamId(stream));
+                        if shared
+                            .client
+                            .send(Out::Envelope(env.into_frame()))
+                            .await
+                            .is_err()
+                        {
+                            break 'conn;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            shared.client.flush();
+            buf.reserve(4096);
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        shared.links.failed(link.addr, Instant::now());
+        for r in link.take_in_flight() {
+            if let Routed::Client {
+                stream,
+                original,
+                read: true,
+                ..
+            } = r
+            {
+                // A read changes nothing: it goes home.
+                let up = allocate(&shared, &shared.upstream, Pending::client(stream), None).await;
+                let _ = send_upstream(&shared.upstream, BytesMut::from(&original[..]), up).await;
+                shared.upstream.flush();
+            } else if let Routed::Client { stream, .. } = r {
+                let msg = format!(
+                    "autoprep: the connection to the replica {} ended with this request in flight; it may have run",
+                    link.addr
+                );
+                let _ = shared
+                    .client
+                    .send(Out::Envelope(crate::limit::overloaded(
+                        version, stream, &msg,
+                    )))
+                    .await;
+            }
+        }
+        shared.client.flush();
+        info!(replica = %link.addr, "replica connection ended; its requests go home");
     }
 }
 
@@ -653,6 +1043,7 @@ async fn upstream_to_client(
             let header = *env.header();
             if header.opcode == Opcode::READY || header.opcode == Opcode::AUTH_SUCCESS {
                 shared.ready.store(true, Ordering::Release);
+                shared.lock().handshake.complete = true;
             }
             if header.stream.0 < 0 && !keep_event(&env, ctx, shared) {
                 continue;
@@ -740,6 +1131,7 @@ fn keep_event(env: &Envelope, ctx: &Context, shared: &Shared) -> bool {
     let compression = shared.lock().compression;
     if env.header().opcode == Opcode::EVENT {
         schema_changed(env, compression, ctx.cfg.max_frame_bytes, ctx);
+        ctx.cluster.mark_stale();
     }
     let keep = topology::keep_event(env, compression, ctx.cfg.max_frame_bytes);
     if !keep {
@@ -845,6 +1237,17 @@ async fn on_response(
                 ctx,
                 compression(),
             );
+            Ok(None)
+        }
+        Pending::ClusterRead(part) => {
+            let body = plain_body(&env, compression(), max);
+            let result = body.as_deref().and_then(|b| {
+                let rb = ResponseBody::parse(env.header(), b).ok()?;
+                (env.header().opcode == Opcode::RESULT)
+                    .then(|| ResultView::parse(rb.message, env.header().version).ok())
+                    .flatten()
+            });
+            ctx.cluster.answer(part, result);
             Ok(None)
         }
         Pending::Rewritten {

@@ -383,6 +383,7 @@ mod tests {
                 hash: h(1),
                 id: bytes::Bytes::new(),
             },
+            route: None,
         };
         record_outcome(Some(&s), &exec);
         let snap = s.snapshot();

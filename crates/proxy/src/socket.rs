@@ -30,6 +30,14 @@ pub fn tls(s: TlsStream<TcpStream>) -> Socket {
     Either::Right(Box::new(s))
 }
 
+/// The address of the other end.
+pub fn peer_addr(s: &Socket) -> Option<std::net::SocketAddr> {
+    match s {
+        Either::Left(s) => s.peer_addr().ok(),
+        Either::Right(s) => s.get_ref().0.peer_addr().ok(),
+    }
+}
+
 /// Splits a socket into halves that can be used from two tasks.
 pub fn into_split(s: Socket) -> (ReadHalf, WriteHalf) {
     match s {

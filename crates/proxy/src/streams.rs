@@ -51,6 +51,8 @@ pub enum Pending {
         /// `session::hold_use`): a client `USE` waits for its answer.
         exposed: bool,
     },
+    /// A read of the proxy's own for the cluster view (see [`crate::cluster`]).
+    ClusterRead(crate::cluster::Part),
 }
 
 impl Pending {

@@ -223,6 +223,32 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "routing",
+        flag: "routing",
+        env: "AUTOPREP_ROUTING",
+        value_name: "BOOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "Send rewritten statements to a replica of their partition, over a connection of the client's own to that node (false: everything goes through the client's upstream connection)",
+        set: |c, v| {
+            c.routing = v.boolean()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "routing_local_dc",
+        flag: "routing-local-dc",
+        env: "AUTOPREP_ROUTING_LOCAL_DC",
+        value_name: "DC",
+        kind: Kind::One,
+        hidden: false,
+        help: "The datacenter whose replicas are preferred (unset: that of the first node the proxy reads the cluster from)",
+        set: |c, v| {
+            c.routing_local_dc = v.optional()?;
+            Ok(())
+        },
+    },
+    Spec {
         key: "server_time_zone",
         flag: "server-time-zone",
         env: "AUTOPREP_SERVER_TIME_ZONE",

@@ -286,6 +286,7 @@ fn options_fields_and_docs_agree() {
         upstream_tls_cert: Some("x".into()),
         upstream_tls_key: Some("x".into()),
         upstream_tls_server_name: Some("x".into()),
+        routing_local_dc: Some("x".into()),
         ..Config::default()
     };
     let fields: Vec<String> = toml::Table::try_from(&all_set)

@@ -1,0 +1,420 @@
+//! A client session's connections to the replicas it routes to (see [`crate::cluster`]).
+//!
+//! **Design.** Each client connection keeps its home upstream connection for everything that
+//! is not routed (the handshake, authentication, `USE`, `REGISTER`, DDL, topology reads, the
+//! proxy's own PREPAREs and view reads) and opens, lazily, one connection to each replica it
+//! routes to. A replica connection is set up by replaying the client's own STARTUP and
+//! authentication exchange, so it runs as the same user with the same protocol version and
+//! compression, and the rewritten EXECUTE frames built for the home connection go to it
+//! unchanged. Per-client connections rather than a shared pool per node: the server
+//! authorizes per connection, and two clients of one sidecar may be different users. The
+//! exchange is held only for the session's life, in memory that is zeroed when it ends
+//! ([`Handshake`]); an exchange that cannot be replayed (the server asks differently the second
+//! time) marks the replica unusable for that session, and its requests go home.
+//!
+//! A replica connection costs an outbox, a read buffer that starts empty and a table of the
+//! requests in flight on it: a few KiB, only for the replicas a connection actually routes to.
+
+use crate::socket::{self, ReadHalf};
+use crate::upstream::{self, UpstreamTls};
+use crate::writer::{Out, Outbox};
+use autoprep_protocol::envelope::{
+    Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
+};
+use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use zeroize::Zeroizing;
+
+/// How long a replica connection may take to connect and authenticate.
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a replica connection failed, this long before the session tries that node again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Requests in flight on one replica connection beyond which requests go home.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// The client's handshake as it went to the home node: STARTUP, then each AUTH_RESPONSE.
+/// Zeroed when dropped (the AUTH_RESPONSE bodies hold credentials).
+#[derive(Debug, Default, Clone)]
+pub struct Handshake {
+    pub version: Option<ProtocolVersion>,
+    pub startup: Option<Zeroizing<Vec<u8>>>,
+    pub auth: Vec<Zeroizing<Vec<u8>>>,
+    /// STARTUP asked for LZ4 (v5 segments).
+    pub lz4: bool,
+    /// The home node accepted it (READY or AUTH_SUCCESS): it can be replayed.
+    pub complete: bool,
+}
+
+/// Why a replica connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("connect: {0}")]
+    Connect(String),
+    #[error("replica connection closed during the handshake")]
+    Closed,
+    #[error("the handshake went otherwise than on the home node ({0})")]
+    Diverged(&'static str),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Frames(#[from] SegmentError),
+}
+
+/// What an answer on a replica connection is for.
+#[derive(Debug)]
+pub enum Routed {
+    /// A client's request: `stream` is the client's id, `original` what the client sent (to
+    /// send home if the replica does not know `id`).
+    Client {
+        stream: i16,
+        original: Bytes,
+        id: Bytes,
+        hash: Option<autoprep_cache::ShapeHash>,
+        /// A read: running it twice changes nothing, so when the connection ends with it in
+        /// flight it is sent home again.
+        read: bool,
+    },
+    /// A request of the proxy's own (USE, PREPARE on the replica).
+    Own(oneshot::Sender<Envelope>),
+}
+
+#[derive(Debug, Default)]
+struct Flight {
+    routed: HashMap<i16, Routed>,
+    next: u16,
+    /// The keyspace the proxy last set on this connection (v4 PREPAREs need one).
+    keyspace: Option<String>,
+    /// Prepared ids being prepared on this connection.
+    preparing: std::collections::HashSet<Bytes>,
+}
+
+/// One replica connection.
+#[derive(Debug)]
+pub struct Link {
+    pub addr: SocketAddr,
+    pub version: ProtocolVersion,
+    out: Outbox,
+    flight: Mutex<Flight>,
+    /// One PREPARE sequence (USE, then PREPARE) at a time: the proxy owns this connection's
+    /// keyspace and never lets a USE run beside its own PREPARE (see `session::hold_use`).
+    pub prepare_turn: tokio::sync::Mutex<()>,
+}
+
+impl Link {
+    fn lock(&self) -> MutexGuard<'_, Flight> {
+        self.flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends `frame` (its stream id to be set) for `routed`; gives the frame back when the
+    /// connection has too much in flight or is gone.
+    pub async fn send(&self, mut frame: BytesMut, routed: Routed) -> Result<(), BytesMut> {
+        let id = {
+            let mut f = self.lock();
+            if f.routed.len() >= MAX_IN_FLIGHT {
+                return Err(frame);
+            }
+            let mut id;
+            loop {
+                id = (f.next & 0x7fff) as i16;
+                f.next = f.next.wrapping_add(1);
+                if !f.routed.contains_key(&id) {
+                    break;
+                }
+            }
+            f.routed.insert(id, routed);
+            id
+        };
+        frame[2..4].copy_from_slice(&id.to_be_bytes());
+        let keep = frame.clone();
+        if self.out.send(Out::Envelope(frame)).await.is_err() {
+            self.lock().routed.remove(&id);
+            return Err(keep);
+        }
+        self.out.flush();
+        Ok(())
+    }
+
+    /// Sends a request of the proxy's own and waits for its answer (`None`: the connection
+    /// ended first).
+    pub async fn request(&self, frame: BytesMut) -> Option<Envelope> {
+        let (tx, rx) = oneshot::channel();
+        self.send(frame, Routed::Own(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// What the answer on `stream` was for.
+    pub fn answered(&self, stream: i16) -> Option<Routed> {
+        self.lock().routed.remove(&stream)
+    }
+
+    /// Every request still in flight (the connection ended).
+    pub fn take_in_flight(&self) -> Vec<Routed> {
+        self.lock().routed.drain().map(|(_, r)| r).collect()
+    }
+
+    /// The keyspace last set on the connection by the proxy.
+    pub fn keyspace(&self) -> Option<String> {
+        self.lock().keyspace.clone()
+    }
+
+    /// The proxy set `keyspace` on the connection.
+    pub fn set_keyspace(&self, keyspace: Option<String>) {
+        self.lock().keyspace = keyspace;
+    }
+
+    /// Marks `id` as being prepared here; false when it already is.
+    pub fn start_preparing(&self, id: &Bytes) -> bool {
+        self.lock().preparing.insert(id.clone())
+    }
+
+    /// `id` is no longer being prepared here.
+    pub fn done_preparing(&self, id: &Bytes) {
+        self.lock().preparing.remove(id);
+    }
+
+    /// Closes the connection (what was pushed is still written).
+    pub fn close(&self) {
+        self.out.close();
+    }
+}
+
+/// A session's replica connections, by node address.
+#[derive(Debug, Default)]
+pub struct Links {
+    slots: Mutex<HashMap<SocketAddr, Slot>>,
+    /// Set when the session ended: a connection that opens afterwards is closed at once.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Opening,
+    Open(Arc<Link>, JoinHandle<()>),
+    Failed(Instant),
+}
+
+/// The state of a session's connection to one replica.
+#[derive(Debug)]
+pub enum LinkState {
+    /// Usable.
+    Open(Arc<Link>),
+    /// Being opened, or failed recently: requests go home meanwhile.
+    NotYet(&'static str),
+    /// Not tried yet: the caller opens it (it is now marked as opening).
+    Absent,
+}
+
+impl Links {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SocketAddr, Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection to `addr`; marks it opening when it is absent (or failed long enough
+    /// ago), and the caller must then open it and call [`Links::opened`] or [`Links::failed`].
+    pub fn get(&self, addr: SocketAddr, now: Instant) -> LinkState {
+        let mut slots = self.lock();
+        match slots.get(&addr) {
+            Some(Slot::Open(l, _)) => LinkState::Open(l.clone()),
+            Some(Slot::Opening) => LinkState::NotYet("replica connecting"),
+            Some(Slot::Failed(at)) if now.saturating_duration_since(*at) < RETRY_AFTER => {
+                LinkState::NotYet("replica unreachable")
+            }
+            _ => {
+                slots.insert(addr, Slot::Opening);
+                LinkState::Absent
+            }
+        }
+    }
+
+    /// The connection to `addr` is open; `reader` is its reading task.
+    pub fn opened(&self, link: Arc<Link>, reader: JoinHandle<()>) {
+        let mut slots = self.lock();
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            link.close();
+            reader.abort();
+            return;
+        }
+        slots.insert(link.addr, Slot::Open(link, reader));
+    }
+
+    /// The connection to `addr` failed or ended.
+    pub fn failed(&self, addr: SocketAddr, now: Instant) {
+        if let Some(Slot::Open(l, _)) = self.lock().insert(addr, Slot::Failed(now)) {
+            l.close();
+        }
+    }
+
+    /// Closes every connection (the session ends).
+    pub fn close_all(&self) {
+        let mut slots = self.lock();
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        for (_, slot) in slots.drain() {
+            if let Slot::Open(l, reader) = slot {
+                l.close();
+                reader.abort();
+            }
+        }
+    }
+
+    /// The open connections.
+    pub fn open_links(&self) -> Vec<Arc<Link>> {
+        self.lock()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Open(l, _) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many replica connections are open.
+    pub fn open_count(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|s| matches!(s, Slot::Open(..)))
+            .count()
+    }
+}
+
+/// An open replica connection: the link to send on, and what its reader needs.
+pub struct Opened {
+    pub link: Arc<Link>,
+    pub reader: ReadHalf,
+    pub decoder: Decoder,
+    pub buf: BytesMut,
+    pub writer: JoinHandle<()>,
+}
+
+/// Envelopes from a replica connection, framed into v5 segments once the handshake started
+/// framing.
+pub struct Decoder {
+    envelopes: EnvelopeDecoder,
+    framed: Option<FramedDecoder>,
+}
+
+impl Decoder {
+    /// The next whole envelope in `buf`, if any.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Envelope>, SegmentError> {
+        match &mut self.framed {
+            Some(f) => f.decode(buf),
+            None => self.envelopes.decode(buf).map_err(SegmentError::from),
+        }
+    }
+}
+
+fn frame(version: ProtocolVersion, opcode: Opcode, body: &[u8]) -> BytesMut {
+    let header = Header {
+        version,
+        direction: Direction::Request,
+        flags: Flags(0),
+        stream: StreamId(0),
+        opcode,
+        length: 0,
+    };
+    Envelope::new(header, body).into_frame()
+}
+
+/// Connects to `addr` and replays the client's `handshake` on it.
+pub async fn open(
+    addr: SocketAddr,
+    handshake: &Handshake,
+    tls: Option<&UpstreamTls>,
+    max_frame_bytes: usize,
+) -> Result<Opened, OpenError> {
+    tokio::time::timeout(
+        OPEN_TIMEOUT,
+        open_now(addr, handshake, tls, max_frame_bytes),
+    )
+    .await
+    .map_err(|_| OpenError::Timeout)?
+}
+
+async fn open_now(
+    addr: SocketAddr,
+    handshake: &Handshake,
+    tls: Option<&UpstreamTls>,
+    max_frame_bytes: usize,
+) -> Result<Opened, OpenError> {
+    let (Some(version), Some(startup)) = (handshake.version, handshake.startup.as_ref()) else {
+        return Err(OpenError::Diverged("no STARTUP recorded"));
+    };
+    let sock = upstream::connect_to(&addr.to_string(), tls, OPEN_TIMEOUT)
+        .await
+        .map_err(|e| OpenError::Connect(e.to_string()))?;
+    let (mut rd, wr) = socket::into_split(sock);
+    let (out, writer) = Outbox::new(wr, None);
+    let writer = tokio::spawn(writer);
+    let mut decoder = Decoder {
+        envelopes: EnvelopeDecoder::new(Direction::Response, max_frame_bytes),
+        framed: None,
+    };
+    let mut buf = BytesMut::new();
+    let mut auth = handshake.auth.iter();
+    let mut next = Some(frame(version, Opcode::STARTUP, startup));
+    loop {
+        if let Some(f) = next.take() {
+            out.send(Out::Envelope(f))
+                .await
+                .map_err(|_| OpenError::Closed)?;
+            out.flush();
+        }
+        let env = loop {
+            if let Some(env) = decoder.decode(&mut buf)? {
+                break env;
+            }
+            buf.reserve(4096);
+            if rd.read_buf(&mut buf).await? == 0 {
+                return Err(OpenError::Closed);
+            }
+        };
+        let op = env.header().opcode;
+        if version >= ProtocolVersion::V5
+            && decoder.framed.is_none()
+            && (op == Opcode::READY || op == Opcode::AUTHENTICATE)
+        {
+            out.send(Out::StartFraming { lz4: handshake.lz4 })
+                .await
+                .map_err(|_| OpenError::Closed)?;
+            decoder.framed = Some(FramedDecoder::new(
+                SegmentDecoder::new(handshake.lz4),
+                decoder.envelopes.clone(),
+            ));
+        }
+        match op {
+            Opcode::READY | Opcode::AUTH_SUCCESS => break,
+            Opcode::AUTHENTICATE | Opcode::AUTH_CHALLENGE => {
+                let body = auth
+                    .next()
+                    .ok_or(OpenError::Diverged("more authentication"))?;
+                next = Some(frame(version, Opcode::AUTH_RESPONSE, body));
+            }
+            _ => return Err(OpenError::Diverged("an error or another answer")),
+        }
+    }
+    let link = Arc::new(Link {
+        addr,
+        version,
+        out,
+        flight: Mutex::new(Flight::default()),
+        prepare_turn: tokio::sync::Mutex::new(()),
+    });
+    Ok(Opened {
+        link,
+        reader: rd,
+        decoder,
+        buf,
+        writer,
+    })
+}
