@@ -43,6 +43,8 @@ pub struct Context {
     pub lifecycle: Lifecycle,
     /// Connections refused beyond the limit.
     pub refusals: Refusals,
+    /// `exclude`, swapped whole on SIGHUP (see [`crate::reload`]).
+    exclude: arc_swap::ArcSwap<Vec<String>>,
     /// Where the admin server listens, once it does.
     pub admin_addr: OnceLock<SocketAddr>,
     /// TLS toward the clients (`--tls-cert`), if on.
@@ -87,10 +89,24 @@ impl Context {
             listening: AtomicBool::new(false),
             lifecycle: Lifecycle::new(cfg.max_client_connections),
             refusals: Refusals::default(),
+            exclude: arc_swap::ArcSwap::from_pointee(cfg.exclude.clone()),
             admin_addr: OnceLock::new(),
             client_tls,
             upstream_tls,
             cfg,
         })
+    }
+}
+
+impl Context {
+    /// Whether a statement of normalized text `shape` is never rewritten (`exclude`).
+    pub fn is_excluded(&self, shape: &str) -> bool {
+        let patterns = self.exclude.load();
+        patterns.iter().any(|e| shape.contains(e.as_str()))
+    }
+
+    /// Puts a new `exclude` list in force (SIGHUP).
+    pub fn set_exclude(&self, patterns: Vec<String>) {
+        self.exclude.store(std::sync::Arc::new(patterns));
     }
 }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `admission_threshold` | from the next lookup (an atomic the cache reads) |
 //! | `max_client_connections` | from the next connection (an atomic the listener reads); open connections are never closed for a lower limit |
+//! | `exclude` | from the next statement (an `ArcSwap` the rewrite reads) |
 //! | `log` | at once (the reload layer the binary installs); ends a temporary filter set through `PUT /log` |
 //! | every other option | named in a warning while it differs from the value in use: it needs a restart |
 //!
@@ -15,8 +16,7 @@
 //!
 //! Design justification: each reloadable value lives where its reader already looks (the
 //! cache, the lifecycle, the TLS configuration) as an atomic or an `ArcSwap`, so the data path
-//! reads it without a lock, once per decision or per connection. `exclude` is not among them
-//! yet: the rewrite reads it from the configuration the process started with.
+//! reads it without a lock, once per decision or per connection.
 
 use crate::config::options::OPTIONS;
 use crate::config::Config;
@@ -29,7 +29,12 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 /// The options a SIGHUP applies.
-pub const LIVE: &[&str] = &["admission_threshold", "max_client_connections", "log"];
+pub const LIVE: &[&str] = &[
+    "admission_threshold",
+    "exclude",
+    "max_client_connections",
+    "log",
+];
 
 /// Reads the configuration again as the process was started: the same flags and environment,
 /// the file read anew. `Err` holds every problem, one per line.
@@ -144,6 +149,10 @@ impl Reloader {
                         .cache
                         .set_admission_threshold(new.admission_threshold);
                     in_force.admission_threshold = new.admission_threshold;
+                }
+                "exclude" => {
+                    self.ctx.set_exclude(new.exclude.clone());
+                    in_force.exclude = new.exclude.clone();
                 }
                 "max_client_connections" => {
                     self.ctx.lifecycle.set_limit(new.max_client_connections);
@@ -283,15 +292,21 @@ mod tests {
             n.cache_entries = 3;
             n.admin = Some("127.0.0.1:9100".into());
             n.log = "debug".into();
+            n.exclude = vec!["secret_table".into()];
         }
+        assert!(!ctx.is_excluded("SELECT v FROM secret_table WHERE k = ?"));
         let report = r.reload_config().unwrap();
+        let mut applied = report.applied.clone();
+        applied.sort();
         assert_eq!(
-            report.applied,
+            applied,
             [
                 "admission_threshold: 2 -> 7",
+                "exclude: [] -> [\"secret_table\"]",
                 "max_client_connections: 1024 -> 5"
             ]
         );
+        assert!(ctx.is_excluded("SELECT v FROM secret_table WHERE k = ?"));
         assert_eq!(
             report.need_restart,
             [

@@ -356,12 +356,7 @@ fn decide_shape(
     if let Err(reason) = client_values_fit(shape, params.values) {
         return pass(reason);
     }
-    if ctx
-        .cfg
-        .exclude
-        .iter()
-        .any(|e| shape.text.contains(e.as_str()))
-    {
+    if ctx.is_excluded(&shape.text) {
         return pass("excluded");
     }
     if let Err(reason) = keyspace_field_fits(params.keyspace, conn_keyspace) {
@@ -516,12 +511,7 @@ pub fn decide_batch(
         if let Err(r) = client_values_fit(&shape, Some(child.values)) {
             return pass(r);
         }
-        if ctx
-            .cfg
-            .exclude
-            .iter()
-            .any(|e| shape.text.contains(e.as_str()))
-        {
+        if ctx.is_excluded(&shape.text) {
             return pass("excluded");
         }
         let hash = shape.hash(keyspace);
