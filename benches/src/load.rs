@@ -1,5 +1,9 @@
 //! A closed-loop CQL load generator on the protocol crate: a number of connections, each
 //! keeping a fixed number of requests in flight, recording every request's latency.
+//!
+//! A connection may also be a set of sockets, one to each node of a cluster ([`run_nodes`]):
+//! then the workload names the node of every request ([`Workload::node`]), as a token-aware
+//! driver sends each statement to a replica of its partition over its connection to that node.
 
 use anyhow::{bail, Context, Result};
 use autoprep_protocol::envelope::{
@@ -10,6 +14,8 @@ use autoprep_protocol::message::query::{encode_query, QueryParams, Values};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::primitives::{write_string_map, write_value, Value};
 use bytes::BytesMut;
+use std::future::poll_fn;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -129,6 +135,13 @@ impl Conn {
 pub trait Workload: Send + Sync + 'static {
     /// Appends the body of request number `seq` to `out` and returns its opcode.
     fn request(&self, seq: u64, out: &mut Vec<u8>) -> Opcode;
+
+    /// Which of the connection's sockets request `seq` goes to (an index into the addresses
+    /// given to [`run_nodes`], taken modulo their number): the first, unless the workload
+    /// routes.
+    fn node(&self, _seq: u64) -> usize {
+        0
+    }
 }
 
 /// Time-series inserts executed as a prepared statement:
@@ -227,6 +240,34 @@ pub async fn run_paced<W: Workload>(
     max_ops: u64,
     rate: Option<f64>,
 ) -> Result<Stats> {
+    run_nodes(
+        &[addr.to_owned()],
+        workload,
+        connections,
+        in_flight,
+        duration,
+        max_ops,
+        rate,
+    )
+    .await
+}
+
+/// [`run_paced`] where each of the `connections` is a socket to every address of `addrs`:
+/// each request goes to the socket [`Workload::node`] names, and the `in_flight` slots (and
+/// stream ids) of a connection are shared by its sockets, so the concurrency is the same
+/// whatever the node count.
+pub async fn run_nodes<W: Workload>(
+    addrs: &[String],
+    workload: std::sync::Arc<W>,
+    connections: usize,
+    in_flight: usize,
+    duration: Duration,
+    max_ops: u64,
+    rate: Option<f64>,
+) -> Result<Stats> {
+    if addrs.is_empty() {
+        bail!("no address to send the load to");
+    }
     let started = Instant::now();
     let deadline = started + duration;
     let per_conn = max_ops / connections.max(1) as u64;
@@ -235,10 +276,13 @@ pub async fn run_paced<W: Workload>(
         .map(|r| Duration::from_secs_f64(connections.max(1) as f64 / r));
     let mut tasks = Vec::new();
     for c in 0..connections {
-        let conn = Conn::connect(addr).await?;
+        let mut conns = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            conns.push(Conn::connect(addr).await?);
+        }
         let w = workload.clone();
         tasks.push(tokio::spawn(drive(
-            conn,
+            conns,
             w,
             c as u64,
             in_flight.clamp(1, 32000),
@@ -259,8 +303,49 @@ pub async fn run_paced<W: Workload>(
     Ok(total)
 }
 
+/// Reads from whichever of `conns` has bytes (at least one read), into its buffer.
+async fn read_any(conns: &mut [Conn]) -> Result<()> {
+    if let [conn] = conns {
+        if conn.sock.read_buf(&mut conn.buf).await? == 0 {
+            bail!("connection closed during the load");
+        }
+        return Ok(());
+    }
+    poll_fn(|cx| {
+        let mut read = false;
+        for conn in conns.iter_mut() {
+            // Until a socket is not ready (which registers the waker) or gave bytes.
+            loop {
+                match conn.sock.poll_read_ready(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+                    Poll::Ready(Ok(())) => match conn.sock.try_read_buf(&mut conn.buf) {
+                        Ok(0) => {
+                            return Poll::Ready(Err(anyhow::anyhow!(
+                                "connection closed during the load"
+                            )))
+                        }
+                        Ok(_) => {
+                            read = true;
+                            break;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Poll::Ready(Err(e.into())),
+                    },
+                }
+            }
+        }
+        if read {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
 async fn drive<W: Workload>(
-    mut conn: Conn,
+    mut conns: Vec<Conn>,
     w: std::sync::Arc<W>,
     conn_no: u64,
     in_flight: usize,
@@ -272,7 +357,8 @@ async fn drive<W: Workload>(
     let mut free: Vec<i16> = (0..in_flight as i16).rev().collect();
     let mut stats = Stats::default();
     let mut sent = 0u64;
-    let mut out = BytesMut::with_capacity(1 << 16);
+    let mut outs: Vec<BytesMut> = conns.iter().map(|_| BytesMut::with_capacity(1 << 16)).collect();
+    let nodes = conns.len();
     let mut body = Vec::with_capacity(256);
     let mut outstanding = 0usize;
     // Paced connections start at staggered offsets within one interval.
@@ -294,7 +380,8 @@ async fn drive<W: Workload>(
             body.clear();
             let seq = sent * 64 + conn_no;
             let op = w.request(seq, &mut body);
-            out.extend_from_slice(envelope(stream, op, &body).as_bytes());
+            let node = if nodes == 1 { 0 } else { w.node(seq) % nodes };
+            outs[node].extend_from_slice(envelope(stream, op, &body).as_bytes());
             starts[stream as usize] = Some(now);
             sent += 1;
             outstanding += 1;
@@ -302,9 +389,11 @@ async fn drive<W: Workload>(
                 next_send += iv;
             }
         }
-        if !out.is_empty() {
-            conn.sock.write_all(&out).await?;
-            out.clear();
+        for (conn, out) in conns.iter_mut().zip(&mut outs) {
+            if !out.is_empty() {
+                conn.sock.write_all(out).await?;
+                out.clear();
+            }
         }
         let paced_wait = interval.is_some() && open && !free.is_empty();
         if outstanding == 0 {
@@ -316,17 +405,14 @@ async fn drive<W: Workload>(
         }
         if paced_wait {
             tokio::select! {
-                r = conn.sock.read_buf(&mut conn.buf) => {
-                    if r? == 0 {
-                        bail!("connection closed during the load");
-                    }
-                }
+                r = read_any(&mut conns) => r?,
                 _ = tokio::time::sleep_until(next_send.min(deadline).into()) => continue,
             }
-        } else if conn.sock.read_buf(&mut conn.buf).await? == 0 {
-            bail!("connection closed during the load");
+        } else {
+            read_any(&mut conns).await?;
         }
         let done = Instant::now();
+        for conn in &mut conns {
         while let Some(e) = conn.dec.decode(&mut conn.buf)? {
             let s = e.header().stream.0;
             let Some(start) = usize::try_from(s)
@@ -345,6 +431,7 @@ async fn drive<W: Workload>(
                 .push(done.duration_since(start).as_micros().min(u32::MAX as u128) as u32);
             free.push(s);
             outstanding -= 1;
+        }
         }
     }
     Ok(stats)

@@ -2,7 +2,8 @@
 (scripts/cluster.sh: 127.0.0.41 dc1, 127.0.0.42 dc1, 127.0.0.43 dc2).
 
 autoprep is given node 1 only (drivers still see one node, autoprep itself). Each rewritten
-INSERT, UPDATE, DELETE and SELECT of a partition must be coordinated by a replica of that
+INSERT, UPDATE, DELETE and SELECT of a partition, and each EXECUTE of a statement the client
+prepared itself, must be coordinated by a replica of that
 partition in the local datacenter (dc1) where it has one: proven from the servers' own per-node,
 per-table coordinator counters (`cluster.Snapshot`), against the replicas the Python driver's
 own token metadata computes (an independent Murmur3 and placement). Keyspaces: RF 1
@@ -96,7 +97,15 @@ def routed_count(admin):
     return int(m.group(1)) if m else 0, text
 
 
-KINDS = ["insert", "update", "select", "delete", "c-insert", "c-select"]
+KINDS = ["insert", "update", "select", "delete", "c-insert", "c-select", "p-insert",
+         "p-select", "p-c-select"]
+
+# The client's own prepared statements (the legacy application that prepares with markers).
+PREPARED = {
+    "p-insert": "INSERT INTO t (k, v) VALUES (?, ?)",
+    "p-select": "SELECT v FROM t WHERE k = ?",
+    "p-c-select": "SELECT n, v FROM c WHERE a = ? AND b = ?",
+}
 
 
 def routed_lines(admin):
@@ -105,14 +114,21 @@ def routed_lines(admin):
 
 
 def workload(rng, n):
-    """n statements on random partitions: (kind, table, key, text); the first six are one of
-    each kind."""
+    """n statements on random partitions: (kind, table, key, statement, values); the first
+    ones are one of each kind. A statement is a text with its literals inline, or the name of
+    one of PREPARED (executed with `values`)."""
     out = []
     for j in range(n):
         k = rng.randrange(10_000)
         a, b, i = rng.randrange(100), rng.choice(["x", "y", "zz", "é"]), rng.randrange(5)
         kind = KINDS[j] if j < len(KINDS) else rng.choice(KINDS)
-        if kind == "insert":
+        if kind == "p-insert":
+            out.append(("write", "t", (k,), kind, (k, f"p{k}")))
+        elif kind == "p-select":
+            out.append(("read", "t", (k,), kind, (k,)))
+        elif kind == "p-c-select":
+            out.append(("read", "c", (a, b), kind, (a, b)))
+        elif kind == "insert":
             out.append(("write", "t", (k,), f"INSERT INTO t (k, v) VALUES ({k}, 'v{k}')"))
         elif kind == "update":
             out.append(("write", "t", (k,), f"UPDATE t SET v = 'u{k}' WHERE k = {k}"))
@@ -125,7 +141,7 @@ def workload(rng, n):
                         f"INSERT INTO c (a, b, n, v) VALUES ({a}, '{b}', {i}, 'c{a}')"))
         else:
             out.append(("read", "c", (a, b), f"SELECT n, v FROM c WHERE a = {a} AND b = '{b}'"))
-    return out
+    return [st if len(st) == 5 else st + (None,) for st in out]
 
 
 @pytest.mark.timeout(900)
@@ -146,17 +162,24 @@ def test_each_statement_is_coordinated_by_a_replica(cluster, keyspaces, pv, tmp_
                 via.profile_manager.default.consistency_level = (
                     ConsistencyLevel.ONE if tag == "rf1" else ConsistencyLevel.LOCAL_QUORUM)
                 session.execute(f"USE {ks}")
-                stmts = workload(rng, 120)
+                prepared = {name: session.prepare(text) for name, text in PREPARED.items()}
+
+                def run(st):
+                    if st[4] is None:
+                        return session.execute(st[3])
+                    return session.execute(prepared[st[3]], st[4])
+                stmts = workload(rng, 150)
                 # Warm-up: every shape seen, prepared at home, replica connections opened and
                 # the shapes prepared on the replicas.
                 for _ in range(3):
                     for st in stmts[:40]:
-                        session.execute(st[3])
+                        run(st)
                     time.sleep(0.5)
                 before = {t: cluster.snapshot(ks, t) for t in ("t", "c")}
                 expected = {t: {} for t in ("t", "c")}
-                for kind, table, key, text in stmts:
-                    session.execute(text)
+                for st in stmts:
+                    kind, table, key = st[:3]
+                    run(st)
                     reps = replicas(direct, ks, table, *key)
                     local = {r for r in reps if cluster.node(r).dc == "dc1"} or reps
                     expected[table].setdefault(kind, []).append(local)

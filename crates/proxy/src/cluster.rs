@@ -13,8 +13,10 @@
 //! it is asked to; ids are the same on every node, md5 of keyspace and text): a request is routed
 //! to a replica only once the id is known there.
 
+use autoprep_cache::PreparedEntry;
 use autoprep_protocol::message::result::{ResultView, RowsView};
 use autoprep_routing::{Node, NodeId, ReplicaMap, ReplicationStrategy, Ring, Token};
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -122,7 +124,13 @@ pub struct ClusterView {
     rotation: AtomicUsize,
     /// The nodes (other than a connection's home) known to hold each prepared id.
     known: Mutex<HashMap<[u8; 16], Vec<SocketAddr>>>,
+    /// The statements clients prepared themselves, by id, as their PREPARED answers
+    /// described them (text, keyspace, partition-key indexes): their EXECUTEs route too.
+    client_prepared: Mutex<lru::LruCache<Bytes, Arc<PreparedEntry>>>,
 }
+
+/// Client-prepared statements remembered for routing (least recently used go first).
+const CLIENT_PREPARED: usize = 10_000;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -145,6 +153,9 @@ impl ClusterView {
             collect: Mutex::new(Collect::default()),
             rotation: AtomicUsize::new(0),
             known: Mutex::new(HashMap::new()),
+            client_prepared: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(CLIENT_PREPARED).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
         }
     }
 
@@ -409,6 +420,18 @@ impl ClusterView {
         if !nodes.contains(&addr) {
             nodes.push(addr);
         }
+    }
+
+    /// A client prepared `entry` itself (its id is the server's).
+    pub fn client_prepared(&self, entry: PreparedEntry) {
+        if self.enabled {
+            lock(&self.client_prepared).put(entry.id.clone(), Arc::new(entry));
+        }
+    }
+
+    /// The client-prepared statement `id`, if remembered.
+    pub fn client_statement(&self, id: &[u8]) -> Option<Arc<PreparedEntry>> {
+        lock(&self.client_prepared).get(id).cloned()
     }
 
     /// The node at `addr` answered UNPREPARED for `id`.

@@ -114,7 +114,7 @@ pub struct Route {
 }
 
 /// `LOCAL_QUORUM`, `LOCAL_SERIAL` and `LOCAL_ONE` (native protocol spec, section 3).
-fn is_local_consistency(c: u16) -> bool {
+pub fn is_local_consistency(c: u16) -> bool {
     matches!(c, 0x0006 | 0x0009 | 0x000A)
 }
 

@@ -35,7 +35,7 @@ use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
 use autoprep_protocol::message::startup::StartupView;
-use autoprep_protocol::message::ResponseBody;
+use autoprep_protocol::message::{RequestBody, ResponseBody};
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
@@ -477,6 +477,26 @@ async fn forward_request(
     let is_query = header.opcode == Opcode::QUERY;
     // Rewriting waits until the connection is authenticated (see `Shared::ready`).
     let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
+    if header.opcode == Opcode::EXECUTE && rewrite && ctx.cluster.enabled() {
+        let compression = shared.lock().compression;
+        let route = plain_body(&env, compression, ctx.cfg.max_frame_bytes)
+            .and_then(|b| routing::client_execute(ctx, &header, &b));
+        if let Some(route) = route {
+            let frame = env.into_frame();
+            let req = routing::Request {
+                stream,
+                original: frame.clone().freeze(),
+                version: header.version,
+                hash: None,
+            };
+            let frame = match routing::route(ctx, shared, frame, route, req).await {
+                Ok(()) => return Ok(()),
+                Err(frame) => frame,
+            };
+            let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
+            return send_upstream(to_upstream, frame, up).await;
+        }
+    }
     let topology_candidate = is_query
         || header.opcode == Opcode::PREPARE
         || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
@@ -507,7 +527,12 @@ async fn forward_request(
                 .as_ref()
                 .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
         if !(rewrite && (is_query || is_batch)) {
-            let pending = as_sent(stream, false, topology, schema_change);
+            let client_prepare =
+                (header.opcode == Opcode::PREPARE && topology.is_none() && ctx.cluster.enabled())
+                    .then(|| routing::client_prepare(stream, &header, body.as_deref(), ks))
+                    .flatten();
+            let pending =
+                client_prepare.unwrap_or_else(|| as_sent(stream, false, topology, schema_change));
             let up = allocate(shared, to_upstream, pending, None).await;
             return send_upstream(to_upstream, env.into_frame(), up).await;
         }
@@ -536,7 +561,7 @@ async fn forward_request(
                             stream,
                             original: original.clone(),
                             version: header.version,
-                            hash: *hash,
+                            hash: Some(*hash),
                         };
                         match routing::route(ctx, shared, frame, route, routed).await {
                             Ok(()) => return Ok(()),
@@ -628,8 +653,9 @@ mod routing {
         /// What the client sent (sent home instead if the replica does not know the id).
         pub original: Bytes,
         pub version: ProtocolVersion,
-        /// The shape's cache key (for a v5 answer whose result metadata changed).
-        pub hash: ShapeHash,
+        /// The shape's cache key, for a rewritten QUERY (for a v5 answer whose result
+        /// metadata changed); `None` for a client's own EXECUTE.
+        pub hash: Option<ShapeHash>,
     }
 
     fn home(ctx: &Context, reason: &'static str, frame: BytesMut) -> Result<(), BytesMut> {
@@ -705,7 +731,7 @@ mod routing {
             stream: req.stream,
             original: req.original,
             id: entry.id.clone(),
-            hash: Some(req.hash),
+            hash: req.hash,
             read: entry
                 .text
                 .get(..7)
@@ -719,6 +745,95 @@ mod routing {
             }
             Err(frame) => home(ctx, "replica busy", frame),
         }
+    }
+
+    /// The pending entry of a client's PREPARE of a statement whose answer routing should
+    /// remember (`None`: an ordinary client request; a v4 PREPARE while a USE is in flight,
+    /// whose keyspace is not known).
+    pub(super) fn client_prepare(
+        stream: i16,
+        header: &Header,
+        body: Option<&[u8]>,
+        ks: rewrite::ConnKeyspace<'_>,
+    ) -> Option<Pending> {
+        let rb = RequestBody::parse(header, body?).ok()?;
+        let p = autoprep_protocol::message::prepare::PrepareView::parse(rb.message, header.version)
+            .ok()?;
+        let keyspace = match p.keyspace {
+            Some(k) => Some(k.to_owned()),
+            None if ks.settled => ks.name.map(str::to_owned),
+            None => return None,
+        };
+        Some(Pending::ClientPrepare {
+            stream,
+            text: std::str::from_utf8(p.query).ok()?.to_owned(),
+            keyspace,
+        })
+    }
+
+    /// Remembers a client's own PREPARED answer for routing its EXECUTEs.
+    pub(super) fn client_prepared(
+        ctx: &Context,
+        env: &Envelope,
+        text: String,
+        keyspace: Option<String>,
+        compression: Option<Compression>,
+    ) {
+        if env.header().opcode != Opcode::RESULT {
+            return;
+        }
+        let Some(body) = plain_body(env, compression, ctx.cfg.max_frame_bytes) else {
+            return;
+        };
+        let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
+            return;
+        };
+        let Ok(ResultView::Prepared(p)) = ResultView::parse(rb.message, env.header().version)
+        else {
+            return;
+        };
+        let pk_indexes: Vec<u16> = p.bind.pk_indexes().collect();
+        if pk_indexes.is_empty() {
+            return;
+        }
+        // The partition's keyspace and table: those of the bind variables (one table).
+        let mut tables: Vec<(String, String)> = Vec::new();
+        for c in p.bind.columns.iter() {
+            let t = (c.keyspace.to_owned(), c.table.to_owned());
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        ctx.cluster.client_prepared(PreparedEntry {
+            fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
+            text,
+            keyspace,
+            id: Bytes::copy_from_slice(p.id),
+            result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
+            bind_types: Vec::new(),
+            pk_indexes,
+            result_metadata: Bytes::new(),
+            tables,
+        });
+    }
+
+    /// What routing a client's own EXECUTE needs, when its statement is one the client
+    /// prepared through autoprep with a partition key and the values bind it (positionally).
+    pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
+        let rb = RequestBody::parse(header, body).ok()?;
+        let e = autoprep_protocol::message::execute::ExecuteView::parse(rb.message, header.version)
+            .ok()?;
+        let entry = ctx.cluster.client_statement(e.id)?;
+        let values = e.params.values.filter(|v| !v.named)?;
+        let token = rewrite::partition_token(&entry.pk_indexes, values.raw)?;
+        Some(Route {
+            token,
+            entry,
+            local_only: rewrite::is_local_consistency(e.params.consistency)
+                || e.params
+                    .serial_consistency
+                    .is_some_and(rewrite::is_local_consistency),
+        })
     }
 
     /// Sends the reads of a cluster-view refresh on the home connection.
@@ -1238,6 +1353,15 @@ async fn on_response(
                 compression(),
             );
             Ok(None)
+        }
+        Pending::ClientPrepare {
+            stream,
+            text,
+            keyspace,
+        } => {
+            routing::client_prepared(ctx, &env, text, keyspace, compression());
+            env.set_stream(StreamId(stream));
+            Ok(Some(env))
         }
         Pending::ClusterRead(part) => {
             let body = plain_body(&env, compression(), max);

@@ -53,6 +53,12 @@ pub enum Pending {
     },
     /// A read of the proxy's own for the cluster view (see [`crate::cluster`]).
     ClusterRead(crate::cluster::Part),
+    /// A client's own PREPARE (of `text` in `keyspace`), whose answer routing remembers.
+    ClientPrepare {
+        stream: i16,
+        text: String,
+        keyspace: Option<String>,
+    },
 }
 
 impl Pending {
