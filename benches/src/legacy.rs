@@ -4,12 +4,15 @@
 //! modes of a run differ only in how the statements reach the server.
 
 use crate::load::{Conn, Workload};
+use crate::token_aware::TokenAware;
 use anyhow::{bail, Context, Result};
 use autoprep_protocol::envelope::{Opcode, ProtocolVersion};
 use autoprep_protocol::message::execute::encode_execute;
 use autoprep_protocol::message::query::{encode_query, QueryParams, Values};
 use autoprep_protocol::primitives::{write_value, Value};
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Keyspace of the benchmark's table.
 pub const KEYSPACE: &str = "autoprep_bench";
@@ -23,6 +26,9 @@ const KEYS_BASE_MS: i64 = 1_767_225_600_000;
 const INSERT_BASE_MS: i64 = 1_798_761_600_000;
 /// Distinct sensors (partitions).
 const SENSORS: u64 = 1000;
+
+/// The keyspace's replication unless told otherwise: one replica, as on a single node.
+pub const DEFAULT_REPLICATION: &str = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
 
 /// One kind of statement of the mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +159,9 @@ pub struct Legacy {
     pub insert_offset: u64,
     /// Literal timestamps as integers (epoch milliseconds) rather than ISO text with a zone.
     pub millis: bool,
+    /// Send each request to a replica of its partition ([`Workload::node`] is an index into
+    /// the router's nodes), as a token-aware driver does; `None`: all to the first address.
+    pub router: Option<Arc<TokenAware>>,
 }
 
 /// splitmix64: spreads sequence numbers over the mix and the keys.
@@ -267,6 +276,16 @@ impl Legacy {
 }
 
 impl Workload for Legacy {
+    fn node(&self, seq: u64) -> usize {
+        let Some(router) = &self.router else {
+            return 0;
+        };
+        let (_, sensor, ..) = self.plan(seq);
+        // The partition key is the sensor's text, whose routing key is its bytes; the turn
+        // among several local replicas is spread over the sequence numbers.
+        router.node_for(format!("s-{sensor}").as_bytes(), mix64(!seq))
+    }
+
     fn request(&self, seq: u64, out: &mut Vec<u8>) -> Opcode {
         match &self.form {
             Form::Literal => {
@@ -311,19 +330,32 @@ impl Workload for Legacy {
     }
 }
 
-/// Creates the keyspace and table (and empties the table when `truncate`), with automatic
-/// compaction on or off.
-pub async fn create_schema(conn: &mut Conn, truncate: bool, compaction: bool) -> Result<()> {
+/// Creates the keyspace (with `replication`, a CQL map such as [`DEFAULT_REPLICATION`]; an
+/// existing keyspace is altered to it) and the table (and empties the table when `truncate`),
+/// with automatic compaction on or off. Each schema change waits until every node agrees.
+pub async fn create_schema(
+    conn: &mut Conn,
+    replication: &str,
+    truncate: bool,
+    compaction: bool,
+) -> Result<()> {
     conn.query(&format!(
-        "CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = \
-         {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+        "CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {replication}"
     ))
     .await?;
+    wait_schema_agreement(conn).await?;
+    // An emptied table holds nothing to stream or repair after a change of replication.
+    conn.query(&format!(
+        "ALTER KEYSPACE {KEYSPACE} WITH replication = {replication}"
+    ))
+    .await?;
+    wait_schema_agreement(conn).await?;
     conn.query(&format!(
         "CREATE TABLE IF NOT EXISTS {TABLE} (sensor text, at timestamp, value double, \
          PRIMARY KEY (sensor, at))"
     ))
     .await?;
+    wait_schema_agreement(conn).await?;
     // Set on a table of an earlier run too. Off, the SSTables pile up until the TRUNCATE of the
     // next run (see `--compaction` of `savings` for when that is wanted).
     conn.query(&format!(
@@ -331,10 +363,32 @@ pub async fn create_schema(conn: &mut Conn, truncate: bool, compaction: bool) ->
          {{'class': 'SizeTieredCompactionStrategy', 'enabled': '{compaction}'}}"
     ))
     .await?;
+    wait_schema_agreement(conn).await?;
     if truncate {
         conn.query(&format!("TRUNCATE {TABLE}")).await?;
     }
     Ok(())
+}
+
+/// Waits (at most 30 s) until the node of `conn` and every peer it lists report the same
+/// schema version, as drivers do after a schema change; at once on a single node.
+pub async fn wait_schema_agreement(conn: &mut Conn) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut versions = conn.rows("SELECT schema_version FROM system.local").await?;
+        versions.extend(conn.rows("SELECT schema_version FROM system.peers").await?);
+        let first = versions.first().and_then(|r| r.first()).cloned().flatten();
+        if versions
+            .iter()
+            .all(|r| r.first().cloned().flatten() == first)
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("the nodes did not agree on a schema version within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Prepares the statements of `mix` on `conn`; the ids are valid on every connection to the node.
@@ -418,6 +472,7 @@ mod tests {
             keys: 100,
             insert_offset: 0,
             millis: false,
+            router: None,
         };
         let mut t = String::new();
         for seq in 0..50 {

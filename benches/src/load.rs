@@ -357,7 +357,10 @@ async fn drive<W: Workload>(
     let mut free: Vec<i16> = (0..in_flight as i16).rev().collect();
     let mut stats = Stats::default();
     let mut sent = 0u64;
-    let mut outs: Vec<BytesMut> = conns.iter().map(|_| BytesMut::with_capacity(1 << 16)).collect();
+    let mut outs: Vec<BytesMut> = conns
+        .iter()
+        .map(|_| BytesMut::with_capacity(1 << 16))
+        .collect();
     let nodes = conns.len();
     let mut body = Vec::with_capacity(256);
     let mut outstanding = 0usize;
@@ -413,25 +416,25 @@ async fn drive<W: Workload>(
         }
         let done = Instant::now();
         for conn in &mut conns {
-        while let Some(e) = conn.dec.decode(&mut conn.buf)? {
-            let s = e.header().stream.0;
-            let Some(start) = usize::try_from(s)
-                .ok()
-                .and_then(|i| starts.get_mut(i))
-                .and_then(Option::take)
-            else {
-                continue;
-            };
-            if e.header().opcode == Opcode::ERROR {
-                stats.errors += 1;
+            while let Some(e) = conn.dec.decode(&mut conn.buf)? {
+                let s = e.header().stream.0;
+                let Some(start) = usize::try_from(s)
+                    .ok()
+                    .and_then(|i| starts.get_mut(i))
+                    .and_then(Option::take)
+                else {
+                    continue;
+                };
+                if e.header().opcode == Opcode::ERROR {
+                    stats.errors += 1;
+                }
+                stats.ops += 1;
+                stats
+                    .latencies_us
+                    .push(done.duration_since(start).as_micros().min(u32::MAX as u128) as u32);
+                free.push(s);
+                outstanding -= 1;
             }
-            stats.ops += 1;
-            stats
-                .latencies_us
-                .push(done.duration_since(start).as_micros().min(u32::MAX as u128) as u32);
-            free.push(s);
-            outstanding -= 1;
-        }
         }
     }
     Ok(stats)

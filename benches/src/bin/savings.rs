@@ -16,6 +16,23 @@
 //!   that this program starts): the yardstick of the proxy's own CPU per operation, throughput
 //!   and added latency.
 //!
+//! On a cluster (`--cluster`: the local one of `scripts/cluster.sh`, every node's pid and
+//! address from `scripts/cluster.sh info`), the server is every node: its CPU per operation is
+//! the sum over the nodes, the statement counters are summed too, and `--upstream` is node 1.
+//! Two more modes compare routing:
+//!
+//! - `autoprep-unrouted`: the QUERY stream through an autoprep with `--routing false`, which
+//!   sends every rewritten EXECUTE to node 1, the coordinator that forwards it to the replicas;
+//! - `direct-token-aware`: the EXECUTE stream straight to the cluster from a token-aware client
+//!   (`autoprep_benches::token_aware`: the ring and the keyspace's replication read from
+//!   `system.local`, `system.peers_v2` and `system_schema.keyspaces`, replicas computed with
+//!   the `autoprep-routing` crate), each statement sent over the connection's socket to a
+//!   replica of its partition: what a token-aware driver costs the cluster.
+//!
+//! `autoprep` then runs with `--routing true` (its default), and the internode messages the
+//! nodes sent per operation (`system_views.internode_outbound`) show the forwarding that routing
+//! saves.
+//!
 //! Per mode it reports op/s, p50/p99 latency, server CPU per operation (utime + stime of the
 //! server process from /proc), autoprep's own CPU per operation, the statements the server
 //! counted in `system_views.cql_metrics`, and the ratios against the targets; as a table, as
@@ -24,14 +41,18 @@
 //! ```text
 //! cargo build --release -p autoprep -p autoprep-benches
 //! target/release/savings --mix insert --json savings.json --svg savings.svg
+//! target/release/savings --cluster \
+//!     --modes direct-unprepared,autoprep-unrouted,autoprep,direct-token-aware
 //! ```
 
 use anyhow::{bail, Context, Result};
 use autoprep_benches::affinity::Pinned;
 use autoprep_benches::chart;
+use autoprep_benches::cluster::{self, ClusterNode};
 use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
 use autoprep_benches::load::{self, Conn, Stats};
 use autoprep_benches::procfs;
+use autoprep_benches::token_aware::TokenAware;
 use clap::Parser;
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -47,20 +68,37 @@ struct Args {
     /// Pid of the server process (default: the CassandraDaemon listening on the upstream port).
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Measure a local cluster: the nodes (address, pid) are those `SCRIPT info` lists (the
+    /// `AUTOPREP_CLUSTER_*` variables pass through), the server's CPU is the sum over them, and
+    /// --upstream is node 1.
+    #[arg(
+        long,
+        value_name = "SCRIPT",
+        num_args = 0..=1,
+        default_missing_value = "scripts/cluster.sh",
+        conflicts_with = "server_pid"
+    )]
+    cluster: Option<String>,
+    /// The benchmark keyspace's replication, a CQL map (an existing keyspace is altered to it),
+    /// such as "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}".
+    #[arg(long, default_value = legacy::DEFAULT_REPLICATION)]
+    replication: String,
     /// Run as the byte-splice forwarder on this address (how the splice modes start it).
     #[arg(long, hide = true)]
     serve_splice: Option<String>,
     /// The autoprep binary to start in front of the server.
     #[arg(long, default_value = "target/release/autoprep")]
     autoprep_bin: String,
-    /// Where the started autoprep listens (the pass-through one listens on the next port).
+    /// Where the started autoprep listens (the pass-through one listens on the next port, the
+    /// splice on the one after, the unrouted autoprep on the one after that).
     #[arg(long, default_value = "127.0.0.1:19044")]
     listen: String,
     /// autoprep's --admission-threshold.
     #[arg(long, default_value_t = 2)]
     admission_threshold: u32,
     /// Modes, measured in this order with the order rotated every round: direct-unprepared,
-    /// autoprep, direct-prepared, passthrough, proxied-prepared.
+    /// autoprep, direct-prepared, passthrough, proxied-prepared, splice-unprepared,
+    /// splice-prepared, autoprep-unrouted, direct-token-aware.
     #[arg(
         long,
         value_delimiter = ',',
@@ -123,7 +161,8 @@ struct Args {
     /// grows dearer phase after phase without it: turn it on for those.
     #[arg(long)]
     compaction: bool,
-    /// Pin the server's threads to these CPUs for the run (a `taskset -c` list such as `1`);
+    /// Pin the server's threads (every node's, with --cluster) to these CPUs for the run (a
+    /// `taskset -c` list such as `1`);
     /// its former affinity is restored at the end (a run killed before that leaves it pinned:
     /// `taskset -a -p -c 0-N PID` undoes it).
     #[arg(long)]
@@ -153,6 +192,8 @@ enum Mode {
     ProxiedPrepared,
     SpliceUnprepared,
     SplicePrepared,
+    AutoprepUnrouted,
+    DirectTokenAware,
 }
 
 impl Mode {
@@ -165,9 +206,12 @@ impl Mode {
             "proxied-prepared" => Mode::ProxiedPrepared,
             "splice-unprepared" => Mode::SpliceUnprepared,
             "splice-prepared" => Mode::SplicePrepared,
+            "autoprep-unrouted" => Mode::AutoprepUnrouted,
+            "direct-token-aware" => Mode::DirectTokenAware,
             m => bail!(
                 "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough, \
-                 proxied-prepared, splice-unprepared, splice-prepared)"
+                 proxied-prepared, splice-unprepared, splice-prepared, autoprep-unrouted, \
+                 direct-token-aware)"
             ),
         })
     }
@@ -181,6 +225,8 @@ impl Mode {
             Mode::ProxiedPrepared => "proxied-prepared",
             Mode::SpliceUnprepared => "splice-unprepared",
             Mode::SplicePrepared => "splice-prepared",
+            Mode::AutoprepUnrouted => "autoprep-unrouted",
+            Mode::DirectTokenAware => "direct-token-aware",
         }
     }
 }
@@ -223,11 +269,12 @@ impl Proxy {
         bail!("{addr}: the forwarder did not start listening")
     }
 
-    async fn start(a: &Args, addr: &str, rewrite: bool) -> Result<Proxy> {
+    async fn start(a: &Args, addr: &str, rewrite: bool, routing: bool) -> Result<Proxy> {
         let child = Command::new(&a.autoprep_bin)
             .args(["--listen", addr, "--upstream", &a.upstream])
             .args(["--admission-threshold", &a.admission_threshold.to_string()])
             .args(["--rewrite", if rewrite { "true" } else { "false" }])
+            .args(["--routing", if routing { "true" } else { "false" }])
             .args(["--log", "warn"])
             .stdout(Stdio::null())
             .spawn()
@@ -242,10 +289,14 @@ impl Proxy {
 }
 
 /// The counters read before and after a phase.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Sample {
+    /// Summed over the nodes.
     server: u64,
+    server_nodes: Vec<u64>,
     server_sys: Option<u64>,
+    /// Messages the nodes sent one another (a cluster only).
+    internode: Option<u64>,
     proxy_cs: Option<u64>,
     proxy: Option<u64>,
     client: u64,
@@ -261,7 +312,12 @@ struct Phase {
     mode: Mode,
     round: usize,
     stats: Stats,
+    /// Summed over the nodes.
     server_s: f64,
+    /// Per node (one entry on a single server).
+    node_s: Vec<f64>,
+    /// Internode messages sent during the phase (a cluster only).
+    internode: Option<f64>,
     proxy_s: Option<f64>,
     client_s: f64,
     /// CPU seconds of everything else on the machine during the phase.
@@ -283,6 +339,9 @@ impl Phase {
     fn proxy_us(&self) -> Option<f64> {
         self.proxy_s.map(|s| self.per_op_us(s))
     }
+    fn internode_per_op(&self) -> Option<f64> {
+        self.internode.map(|n| n / self.stats.ops.max(1) as f64)
+    }
     fn json(&self) -> Value {
         let s = &self.stats;
         json!({
@@ -297,6 +356,8 @@ impl Phase {
             "server_cpu_s": self.server_s,
             "server_us_per_op": self.server_us(),
             "server_cpu_s_per_10k_ops": self.server_us() / 100.0,
+            "node_us_per_op": self.node_s.iter().map(|&s| self.per_op_us(s)).collect::<Vec<_>>(),
+            "internode_messages_per_op": self.internode_per_op(),
             "autoprep_cpu_s": self.proxy_s,
             "autoprep_us_per_op": self.proxy_us(),
             "client_us_per_op": self.per_op_us(self.client_s),
@@ -311,19 +372,57 @@ impl Phase {
 
 struct Bench {
     args: Args,
-    server_pid: u32,
+    /// The server's process, or every node's on a cluster.
+    server_pids: Vec<u32>,
     ticks: f64,
-    metrics: Conn,
+    /// One connection to each node (node 1, the upstream, first), for its counters.
+    metrics: Vec<Conn>,
+    /// Whether the nodes' internode counters are read (a cluster).
+    internode: bool,
     mix: Mix,
     ids: [Vec<u8>; 3],
     autoprep: Option<Proxy>,
     passthrough: Option<Proxy>,
+    /// The autoprep of `autoprep-unrouted` (`--routing false`).
+    unrouted: Option<Proxy>,
+    /// The token-aware client's view of the cluster (`direct-token-aware`).
+    router: Option<Arc<TokenAware>>,
     /// The byte-splice forwarder of the splice modes.
     splice: Option<Proxy>,
     /// Insert sequence offset of the next phase: every phase writes rows of its own.
     next_insert: u64,
     /// Timestamps as integer literals.
     millis: bool,
+}
+
+/// `regular_statements_executed` and `prepared_statements_executed`, summed over the nodes.
+async fn cql_metrics_sum(conns: &mut [Conn]) -> Result<(f64, f64)> {
+    let mut sum = (0.0, 0.0);
+    for c in conns {
+        let (r, p) = cql_metrics(c).await?;
+        sum = (sum.0 + r, sum.1 + p);
+    }
+    Ok(sum)
+}
+
+/// Messages the nodes sent to their peers so far (`sent_count` of
+/// `system_views.internode_outbound`, each node read over its own connection), summed.
+async fn internode_sent(conns: &mut [Conn]) -> Result<u64> {
+    let mut sum = 0u64;
+    for c in conns {
+        for r in c
+            .rows("SELECT sent_count FROM system_views.internode_outbound")
+            .await?
+        {
+            if let Some(Some(v)) = r.first() {
+                let v = <[u8; 8]>::try_from(v.as_slice())
+                    .map(i64::from_be_bytes)
+                    .context("internode_outbound.sent_count")?;
+                sum += u64::try_from(v).unwrap_or(0);
+            }
+        }
+    }
+    Ok(sum)
 }
 
 /// Reads `regular_statements_executed` and `prepared_statements_executed`.
@@ -356,15 +455,22 @@ impl Bench {
         match mode {
             Mode::Autoprep | Mode::ProxiedPrepared => self.autoprep.as_ref(),
             Mode::Passthrough => self.passthrough.as_ref(),
+            Mode::AutoprepUnrouted => self.unrouted.as_ref(),
             Mode::SpliceUnprepared | Mode::SplicePrepared => self.splice.as_ref(),
             _ => None,
         }
     }
 
     async fn sample(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
+        // Each read of the counters is a regular statement of its node: `metrics_first` keeps
+        // the reads before the phase out of it, and the reads after it are subtracted.
         let mut m = (0.0, 0.0);
+        let mut internode = None;
         if metrics_first {
-            m = cql_metrics(&mut self.metrics).await?;
+            m = cql_metrics_sum(&mut self.metrics).await?;
+        }
+        if self.internode {
+            internode = Some(internode_sent(&mut self.metrics).await?);
         }
         let proxy = match self.proxy_of(mode) {
             Some(p) => Some(procfs::process_ticks(p.child.id())?),
@@ -374,9 +480,20 @@ impl Bench {
         let proxy_cs = self
             .proxy_of(mode)
             .and_then(|p| procfs::process_context_switches(p.child.id()));
+        let server_nodes = self
+            .server_pids
+            .iter()
+            .map(|&p| procfs::process_ticks(p))
+            .collect::<Result<Vec<_>>>()?;
         let s = Sample {
-            server: procfs::process_ticks(self.server_pid)?,
-            server_sys: procfs::process_syscalls(self.server_pid),
+            server: server_nodes.iter().sum(),
+            server_nodes,
+            server_sys: self
+                .server_pids
+                .iter()
+                .map(|&p| procfs::process_syscalls(p))
+                .sum(),
+            internode,
             proxy_cs,
             proxy,
             client: procfs::process_ticks(std::process::id())?,
@@ -388,7 +505,7 @@ impl Bench {
         if metrics_first {
             return Ok(s);
         }
-        let m = cql_metrics(&mut self.metrics).await?;
+        let m = cql_metrics_sum(&mut self.metrics).await?;
         Ok(Sample {
             regular: m.0,
             prepared: m.1,
@@ -406,14 +523,24 @@ impl Bench {
         rate: Option<f64>,
     ) -> Result<Phase> {
         let form = match mode {
-            Mode::DirectPrepared | Mode::ProxiedPrepared | Mode::SplicePrepared => {
-                Form::Prepared(self.ids.clone())
-            }
+            Mode::DirectPrepared
+            | Mode::ProxiedPrepared
+            | Mode::SplicePrepared
+            | Mode::DirectTokenAware => Form::Prepared(self.ids.clone()),
             _ => Form::Literal,
         };
-        let addr = match self.proxy_of(mode) {
-            Some(p) => p.addr.clone(),
-            None => self.args.upstream.clone(),
+        let router = match mode {
+            Mode::DirectTokenAware => Some(
+                self.router
+                    .clone()
+                    .context("direct-token-aware needs --cluster")?,
+            ),
+            _ => None,
+        };
+        let addrs: Vec<String> = match (self.proxy_of(mode), &router) {
+            (Some(p), _) => vec![p.addr.clone()],
+            (None, Some(r)) => r.nodes().iter().map(|n| n.addr.to_string()).collect(),
+            (None, None) => vec![self.args.upstream.clone()],
         };
         let w = Arc::new(Legacy {
             mix: self.mix,
@@ -421,12 +548,13 @@ impl Bench {
             keys: self.args.keys,
             insert_offset: self.next_insert,
             millis: self.millis,
+            router,
         });
         // load::run numbers requests sent * 64 + connection.
         self.next_insert += ops.div_ceil(self.args.connections.max(1) as u64) * 64 + 64;
         let before = self.sample(mode, true).await?;
-        let stats = load::run_paced(
-            &addr,
+        let stats = load::run_nodes(
+            &addrs,
             w,
             self.args.connections,
             self.args.in_flight,
@@ -439,6 +567,19 @@ impl Bench {
         let after = self.sample(mode, false).await?;
         let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
         let server_s = secs(after.server, before.server);
+        let node_s = after
+            .server_nodes
+            .iter()
+            .zip(&before.server_nodes)
+            .map(|(&a, &b)| secs(a, b))
+            .collect();
+        let internode = after
+            .internode
+            .zip(before.internode)
+            .map(|(a, b)| a.saturating_sub(b) as f64);
+        // The counter reads after the phase that it counted: per node, the internode read
+        // before it and after it, and the metrics read itself.
+        let reads = self.metrics.len() as f64 * if self.internode { 3.0 } else { 1.0 };
         let proxy_s = after.proxy.zip(before.proxy).map(|(a, b)| secs(a, b));
         let client_s = secs(after.client, before.client);
         let busy_s = secs(after.machine_busy, before.machine_busy);
@@ -447,11 +588,12 @@ impl Bench {
             mode,
             round,
             server_s,
+            node_s,
+            internode,
             proxy_s,
             client_s,
             other_s: (busy_s - server_s - proxy_s.unwrap_or(0.0) - client_s).max(0.0),
-            // The metrics read after the phase counts itself as one regular statement.
-            regular: after.regular - before.regular - 1.0,
+            regular: after.regular - before.regular - reads,
             prepared: after.prepared - before.prepared,
             server_syscalls: after.server_sys.zip(before.server_sys).map(|(a, b)| a - b),
             proxy_switches: after.proxy_cs.zip(before.proxy_cs).map(|(a, b)| a - b),
@@ -525,6 +667,9 @@ struct Summary {
     prepared_per_op: f64,
     server_syscalls_per_op: f64,
     proxy_switches_per_op: Option<f64>,
+    /// Per node, µs of CPU per operation (medians).
+    node_us: Vec<f64>,
+    internode_per_op: Option<f64>,
 }
 
 fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
@@ -556,13 +701,20 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
         }),
         regular_per_op: phases.iter().map(|p| p.regular).sum::<f64>() / ops.max(1) as f64,
         prepared_per_op: phases.iter().map(|p| p.prepared).sum::<f64>() / ops.max(1) as f64,
+        node_us: (0..phases.first().map_or(0, |p| p.node_s.len()))
+            .map(|n| m(&|p| p.node_s.get(n).map_or(f64::NAN, |&s| p.per_op_us(s))))
+            .collect(),
+        internode_per_op: phases
+            .iter()
+            .all(|p| p.internode.is_some())
+            .then(|| m(&|p| p.internode_per_op().unwrap_or(f64::NAN))),
     }
 }
 
 fn print_phase(p: &Phase) {
     let s = &p.stats;
     println!(
-        "  round {:<2} {:<18} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
+        "  round {:<2} {:<18} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
         p.round,
         p.mode.name(),
         s.ops,
@@ -570,6 +722,19 @@ fn print_phase(p: &Phase) {
         s.quantile_us(0.5),
         s.quantile_us(0.99),
         p.server_us(),
+        if p.node_s.len() > 1 {
+            format!(
+                " ({})  internode {:.2}/op",
+                p.node_s
+                    .iter()
+                    .map(|&n| format!("{:.1}", p.per_op_us(n)))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                p.internode_per_op().unwrap_or(f64::NAN)
+            )
+        } else {
+            String::new()
+        },
         p.proxy_us()
             .map(|u| format!("  autoprep {u:>5.2} µs/op"))
             .unwrap_or_default(),
@@ -613,9 +778,32 @@ fn paired(phases: &[Phase], a: Mode, b: Mode, f: impl Fn(&Phase) -> f64) -> Vec<
         .collect()
 }
 
+/// `host:port` of `listen` with the port `k` higher.
+fn port_after(listen: &str, k: u16) -> Result<String> {
+    let (host, p) = listen.rsplit_once(':').context("--listen host:port")?;
+    Ok(format!("{host}:{}", p.parse::<u16>()? + k))
+}
+
+impl Bench {
+    /// Prepares the statements on every node measured (a node knows only what it was asked to
+    /// prepare; the ids are the same everywhere).
+    async fn prepare_everywhere(&mut self) -> Result<()> {
+        let mut ids = None;
+        for conn in &mut self.metrics {
+            let here = legacy::prepare(conn, &self.mix).await?;
+            if ids.as_ref().is_some_and(|i| *i != here) {
+                bail!("the nodes returned different prepared ids for the same statements");
+            }
+            ids = Some(here);
+        }
+        self.ids = ids.context("no node")?;
+        Ok(())
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
     if let Some(listen) = &args.serve_splice {
         return autoprep_benches::splice::serve(listen, &args.upstream).await;
     }
@@ -638,22 +826,31 @@ async fn main() -> Result<()> {
     if modes.is_empty() {
         bail!("no modes");
     }
-    let server_pid = match args.server_pid {
-        Some(p) => p,
-        None => {
-            let target = std::net::ToSocketAddrs::to_socket_addrs(&args.upstream)
-                .with_context(|| format!("resolve {}", args.upstream))?
-                .next()
-                .context("--upstream must be host:port")?;
-            procfs::find_cassandra(target)?
-        }
+    let nodes: Vec<ClusterNode> = match &args.cluster {
+        Some(script) => cluster::nodes(script)?,
+        None => Vec::new(),
+    };
+    if let Some(first) = nodes.first() {
+        args.upstream = first.addr.to_string();
+    }
+    let contact = std::net::ToSocketAddrs::to_socket_addrs(&args.upstream)
+        .with_context(|| format!("resolve {}", args.upstream))?
+        .next()
+        .context("--upstream must be host:port")?;
+    let server_pids: Vec<u32> = match (nodes.is_empty(), args.server_pid) {
+        (false, _) => nodes.iter().map(|n| n.pid).collect(),
+        (true, Some(p)) => vec![p],
+        (true, None) => vec![procfs::find_cassandra(contact)?],
     };
     let ticks = procfs::clock_ticks_per_sec();
     let machine_cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     // Before the proxy starts, so that it inherits the load generator's CPUs.
     let _server_pinned = match &args.server_cpus {
-        Some(cpus) => Some(Pinned::pin(server_pid, cpus)?),
-        None => None,
+        Some(cpus) => server_pids
+            .iter()
+            .map(|&p| Pinned::pin(p, cpus))
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
     };
     let _client_pinned = match &args.client_cpus {
         Some(cpus) => Some(Pinned::pin(std::process::id(), cpus)?),
@@ -669,8 +866,26 @@ async fn main() -> Result<()> {
         .and_then(|r| r.into_iter().next().flatten())
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
-    legacy::create_schema(&mut setup, !args.keep_data, args.compaction).await?;
+    legacy::create_schema(
+        &mut setup,
+        &args.replication,
+        !args.keep_data,
+        args.compaction,
+    )
+    .await?;
     let ids = legacy::prepare(&mut setup, &mix).await?;
+    // The token-aware client's view of the ring (also what tells the replication factor).
+    let router = if !nodes.is_empty() || modes.contains(&Mode::DirectTokenAware) {
+        let r = TokenAware::read(&mut setup, contact, legacy::KEYSPACE).await?;
+        let seen: Vec<_> = r.nodes().iter().map(|n| n.addr).collect();
+        if !nodes.is_empty() && nodes.iter().any(|n| !seen.contains(&n.addr)) {
+            bail!("the ring lists the nodes {seen:?}, not all those of the cluster script");
+        }
+        Some(Arc::new(r))
+    } else {
+        None
+    };
+    let rf = router.as_ref().map(|r| r.replication_factor());
     if mix.select + mix.update > 0 {
         let id = setup.prepare(&legacy::Op::Insert.prepared_text()).await?;
         let s = load::run(
@@ -692,43 +907,69 @@ async fn main() -> Result<()> {
         t => bail!("--timestamp-literal {t:?}: iso or millis"),
     };
     let autoprep = if modes.contains(&Mode::Autoprep) || modes.contains(&Mode::ProxiedPrepared) {
-        Some(Proxy::start(&args, &args.listen, true).await?)
+        Some(Proxy::start(&args, &args.listen, true, true).await?)
     } else {
         None
     };
     let passthrough = if modes.contains(&Mode::Passthrough) {
-        let (host, p) = args.listen.rsplit_once(':').context("--listen host:port")?;
-        let addr = format!("{host}:{}", p.parse::<u16>()? + 1);
-        Some(Proxy::start(&args, &addr, false).await?)
+        let addr = port_after(&args.listen, 1)?;
+        Some(Proxy::start(&args, &addr, false, false).await?)
     } else {
         None
     };
     let splice = if modes.contains(&Mode::SpliceUnprepared) || modes.contains(&Mode::SplicePrepared)
     {
-        let (host, p) = args.listen.rsplit_once(':').context("--listen host:port")?;
-        let addr = format!("{host}:{}", p.parse::<u16>()? + 2);
-        Some(Proxy::splice(&args, &addr).await?)
+        Some(Proxy::splice(&args, &port_after(&args.listen, 2)?).await?)
     } else {
         None
     };
-    let metrics = Conn::connect(&args.upstream).await?;
+    let unrouted = if modes.contains(&Mode::AutoprepUnrouted) {
+        Some(Proxy::start(&args, &port_after(&args.listen, 3)?, true, false).await?)
+    } else {
+        None
+    };
+    let mut metrics = vec![Conn::connect(&args.upstream).await?];
+    for n in nodes.iter().skip(1) {
+        metrics.push(Conn::connect(&n.addr.to_string()).await?);
+    }
     let mut b = Bench {
         splice,
-        server_pid,
+        server_pids: server_pids.clone(),
         ticks,
         metrics,
+        internode: !nodes.is_empty(),
         mix,
         ids,
         autoprep,
         passthrough,
+        unrouted,
+        router,
         next_insert: 0,
         millis,
         args,
     };
+    if nodes.len() > 1 {
+        b.prepare_everywhere().await?;
+    }
     let a = &b.args;
+    let pids = server_pids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let server = if nodes.is_empty() {
+        format!("pid {pids} at {}", a.upstream)
+    } else {
+        format!(
+            "{} nodes (pids {pids}; node 1 at {}), keyspace replication {} (RF {})",
+            nodes.len(),
+            a.upstream,
+            a.replication,
+            rf.unwrap_or(0)
+        )
+    };
     println!(
-        "savings: Cassandra {release} pid {server_pid} at {}, mix {} ({} timestamps), {} connections × {} in flight{}, {} rounds of {} ops (≤ {} s) per mode",
-        a.upstream,
+        "savings: Cassandra {release} {server}, mix {} ({} timestamps), {} connections × {} in flight{}, {} rounds of {} ops (≤ {} s) per mode",
         mix.describe(),
         a.timestamp_literal,
         a.connections,
@@ -745,6 +986,19 @@ async fn main() -> Result<()> {
             a.client_cpus.as_deref().unwrap_or("(all)")
         );
     }
+    // What the nodes use with no load (gossip, timers): a part of every phase's figure that
+    // grows with the phase's duration.
+    let idle_cores = if nodes.is_empty() {
+        None
+    } else {
+        let pids = &b.server_pids;
+        let cpu = || -> Result<u64> { pids.iter().map(|&p| procfs::process_ticks(p)).sum() };
+        let (t0, c0) = (Instant::now(), cpu()?);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let cores = (cpu()? - c0) as f64 / ticks / t0.elapsed().as_secs_f64();
+        println!("idle: the nodes used {cores:.3} cores over 5 s with no load");
+        Some(cores)
+    };
 
     // Warm-up: the server's JIT (unprepared parsing above all), autoprep's cache, connections.
     let warm_deadline = Instant::now() + Duration::from_secs(b.args.warmup_seconds);
@@ -779,18 +1033,20 @@ async fn main() -> Result<()> {
             break;
         }
         for mode in nth_permutation(&modes, round) {
-            if matches!(mode, Mode::DirectPrepared | Mode::ProxiedPrepared) {
+            if matches!(
+                mode,
+                Mode::DirectPrepared | Mode::ProxiedPrepared | Mode::DirectTokenAware
+            ) {
                 // Re-prepare in case the server evicted the ids (cheap; same ids).
-                b.ids = legacy::prepare(&mut b.metrics, &b.mix).await?;
+                b.prepare_everywhere().await?;
             }
             let (ops, secs, rate) = (b.args.ops, b.args.phase_seconds, b.args.rate);
             let p = b.phase(mode, round, ops, secs, rate).await?;
             print_phase(&p);
             if p.server_us() < 2.0 {
                 println!(
-                    "  warning: pid {} used {:.2} µs of CPU per operation: is it the server that \
-                     answered? (--server-pid)",
-                    b.server_pid,
+                    "  warning: pid {pids} used {:.2} µs of CPU per operation: is it the server \
+                     that answered? (--server-pid)",
                     p.server_us()
                 );
             }
@@ -863,6 +1119,32 @@ async fn main() -> Result<()> {
          autoprep cs/op: context switches of its threads per operation, from \
          /proc/PID/task/*/status)"
     );
+    if nodes.len() > 1 {
+        println!();
+        println!(
+            "{:<18} {:>8}  {:<24} {:>10}",
+            "mode (medians)", "server", "per node (1 + 2 + ...)", "internode"
+        );
+        println!("{:<18} {:>8}  {:<24} {:>10}", "", "µs/op", "µs/op", "msg/op");
+        for s in &summaries {
+            println!(
+                "{:<18} {:>8.2}  {:<24} {:>10}",
+                s.mode.name(),
+                s.server_us,
+                s.node_us
+                    .iter()
+                    .map(|u| format!("{u:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                opt(s.internode_per_op, 3)
+            );
+        }
+        println!(
+            "(server: the sum over the {} nodes; internode: messages the nodes sent one another \
+             per operation, from system_views.internode_outbound)",
+            nodes.len()
+        );
+    }
 
     let has = |m: Mode| modes.contains(&m);
     let mut ratios = Vec::new();
@@ -880,6 +1162,50 @@ async fn main() -> Result<()> {
         }
     };
     use Mode::*;
+    // On a cluster: routing against a token-aware driver, and against no routing (the issue's
+    // targets; the second is set at replication factor 1, where every replica is one node).
+    add(
+        "server CPU/op: autoprep / direct-token-aware",
+        Autoprep,
+        DirectTokenAware,
+        &srv,
+        Some(("<=", 1.05)),
+    );
+    add(
+        "server CPU/op: autoprep / autoprep-unrouted",
+        Autoprep,
+        AutoprepUnrouted,
+        &srv,
+        (rf == Some(1)).then_some(("<=", 0.85)),
+    );
+    add(
+        "server CPU/op: autoprep-unrouted / direct-unprepared",
+        AutoprepUnrouted,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: direct-token-aware / direct-unprepared",
+        DirectTokenAware,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "op/s: autoprep / autoprep-unrouted",
+        Autoprep,
+        AutoprepUnrouted,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: autoprep / direct-token-aware",
+        Autoprep,
+        DirectTokenAware,
+        &tput,
+        None,
+    );
     add(
         "server CPU/op: autoprep / direct-unprepared",
         Autoprep,
@@ -1074,6 +1400,8 @@ async fn main() -> Result<()> {
                     "prepared_statements_per_op": s.prepared_per_op,
                     "server_syscalls_per_op": s.server_syscalls_per_op,
                     "autoprep_context_switches_per_op": s.proxy_switches_per_op,
+                    "node_us_per_op": s.node_us,
+                    "internode_messages_per_op": s.internode_per_op,
                 })
             })
             .collect();
@@ -1094,7 +1422,21 @@ async fn main() -> Result<()> {
             "date": date,
             "command": command,
             "git_rev": git_rev(),
-            "server": { "release": release, "pid": server_pid, "address": a.upstream },
+            "server": {
+                "release": release,
+                "pid": server_pids.first(),
+                "address": a.upstream,
+                "nodes": nodes.iter().map(|n| json!({
+                    "node": n.number,
+                    "address": n.addr.to_string(),
+                    "datacenter": n.datacenter,
+                    "rack": n.rack,
+                    "pid": n.pid,
+                })).collect::<Vec<_>>(),
+                "replication": a.replication,
+                "replication_factor": rf,
+                "idle_cores": idle_cores,
+            },
             "machine_cpus": machine_cpus,
             "settings": {
                 "mix": mix.describe(),
@@ -1113,6 +1455,8 @@ async fn main() -> Result<()> {
                 "keys": a.keys,
                 "compaction": a.compaction,
                 "admission_threshold": a.admission_threshold,
+                "cluster": a.cluster,
+                "replication": a.replication,
                 "consistency": "ONE",
                 "protocol": "v4",
             },
@@ -1229,6 +1573,23 @@ fn svg_from_doc(doc: &Value) -> String {
             color: "#4a7a20".into(),
         });
     }
+    if let Some(t) = server_of("direct-token-aware") {
+        lines.push(chart::Line {
+            label: "target 1.05 × token-aware".into(),
+            us: t * 1.05,
+            color: "#4a7a20".into(),
+        });
+    }
+    if let (Some(u), Some(1)) = (
+        server_of("autoprep-unrouted"),
+        doc["server"]["replication_factor"].as_u64(),
+    ) {
+        lines.push(chart::Line {
+            label: "target 0.85 × unrouted".into(),
+            us: u * 0.85,
+            color: "#a03030".into(),
+        });
+    }
     let footer = doc["ratios"]
         .as_array()
         .unwrap_or(&empty)
@@ -1245,8 +1606,17 @@ fn svg_from_doc(doc: &Value) -> String {
         .chain(pinned(&doc["settings"]))
         .collect::<Vec<_>>()
         .join(" · ");
+    let nodes = doc["server"]["nodes"].as_array().map_or(0, Vec::len);
+    let title = if nodes > 1 {
+        format!(
+            "Cluster CPU per operation, summed over {nodes} nodes (RF {})",
+            doc["server"]["replication_factor"].as_u64().unwrap_or(0)
+        )
+    } else {
+        "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared".to_owned()
+    };
     chart::render(
-        "Cassandra CPU per operation: legacy unprepared vs autoprep vs prepared",
+        &title,
         &subtitle(doc),
         &bars,
         &lines,

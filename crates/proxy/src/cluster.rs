@@ -119,11 +119,14 @@ pub struct ClusterView {
     /// check reads only this and two flags.
     next_due_ms: AtomicU64,
     has_view: AtomicBool,
+    /// The view has one node: nothing can be routed (the rewrite does not even compute
+    /// tokens), until an event makes the view stale.
+    single_node: AtomicBool,
     base: Instant,
     collect: Mutex<Collect>,
     rotation: AtomicUsize,
     /// The nodes (other than a connection's home) known to hold each prepared id.
-    known: Mutex<HashMap<[u8; 16], Vec<SocketAddr>>>,
+    known: RwLock<HashMap<[u8; 16], Vec<SocketAddr>>>,
     /// The statements clients prepared themselves, by id, as their PREPARED answers
     /// described them (text, keyspace, partition-key indexes): their EXECUTEs route too.
     client_prepared: Mutex<lru::LruCache<Bytes, Arc<PreparedEntry>>>,
@@ -149,10 +152,11 @@ impl ClusterView {
             last_refresh: Mutex::new(None),
             next_due_ms: AtomicU64::new(0),
             has_view: AtomicBool::new(false),
+            single_node: AtomicBool::new(false),
             base: Instant::now(),
             collect: Mutex::new(Collect::default()),
             rotation: AtomicUsize::new(0),
-            known: Mutex::new(HashMap::new()),
+            known: RwLock::new(HashMap::new()),
             client_prepared: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(CLIENT_PREPARED).unwrap_or(std::num::NonZeroUsize::MIN),
             )),
@@ -162,6 +166,15 @@ impl ClusterView {
     /// Whether routing is on at all.
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// Whether a request may be routed: routing is on, and the cluster is not known to be one
+    /// node (with no view yet, a request is what asks for one).
+    pub fn may_route(&self) -> bool {
+        self.enabled
+            && !(self.single_node.load(Ordering::Relaxed)
+                && self.has_view.load(Ordering::Relaxed)
+                && !self.stale.load(Ordering::Relaxed))
     }
 
     /// The view, once one was read.
@@ -250,6 +263,8 @@ impl ClusterView {
                     local_dc = %view.local_dc,
                     "cluster view read"
                 );
+                self.single_node
+                    .store(view.nodes.len() < 2, Ordering::Relaxed);
                 *self.view.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(view));
                 self.has_view.store(true, Ordering::Relaxed);
             }
@@ -392,7 +407,7 @@ impl ClusterView {
         let Ok(id) = <[u8; 16]>::try_from(id) else {
             return (false, false);
         };
-        let known = lock(&self.known);
+        let known = self.known.read().unwrap_or_else(|p| p.into_inner());
         match known.get(&id) {
             Some(nodes) => (nodes.contains(&addr), nodes.len() + 1 >= view.nodes.len()),
             None => (false, false),
@@ -403,7 +418,10 @@ impl ClusterView {
     pub fn holds(&self, addr: SocketAddr, id: &[u8]) -> bool {
         <[u8; 16]>::try_from(id)
             .ok()
-            .and_then(|id| lock(&self.known).get(&id).map(|n| n.contains(&addr)))
+            .and_then(|id| {
+                let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+                known.get(&id).map(|n| n.contains(&addr))
+            })
             .unwrap_or(false)
     }
 
@@ -412,7 +430,7 @@ impl ClusterView {
         let Ok(id) = <[u8; 16]>::try_from(id) else {
             return;
         };
-        let mut known = lock(&self.known);
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
         if known.len() >= KNOWN_IDS && !known.contains_key(&id) {
             known.clear();
         }
@@ -437,7 +455,8 @@ impl ClusterView {
     /// The node at `addr` answered UNPREPARED for `id`.
     pub fn forget(&self, addr: SocketAddr, id: &[u8]) {
         if let Ok(id) = <[u8; 16]>::try_from(id) {
-            if let Some(nodes) = lock(&self.known).get_mut(&id) {
+            let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(nodes) = known.get_mut(&id) {
                 nodes.retain(|a| *a != addr);
             }
         }

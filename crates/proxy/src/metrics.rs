@@ -28,10 +28,12 @@ pub struct Metrics {
     requests_other: AtomicU64,
     pub queries_rewritten: AtomicU64,
     passthrough: Mutex<BTreeMap<&'static str, u64>>,
-    /// Rewritten EXECUTEs by where they went (`replica` or `home`) and why.
-    routed: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
-    /// Routed requests per replica node (bounded by the cluster's size).
-    routed_nodes: Mutex<BTreeMap<std::net::SocketAddr, u64>>,
+    /// EXECUTEs sent to a replica (the common case: an atomic).
+    routed_replica: AtomicU64,
+    /// EXECUTEs that went home, by why.
+    routed_home: Mutex<BTreeMap<&'static str, u64>>,
+    /// Routed requests per replica node (bounded by the cluster's size): read-locked to count.
+    routed_nodes: std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
     pub prepares_ok: AtomicU64,
     pub prepares_failed: AtomicU64,
     /// Answers to the proxy's PREPAREs not used: not proven to describe the statement meant
@@ -95,16 +97,24 @@ impl Metrics {
         *m.entry(reason).or_default() += 1;
     }
 
-    /// A rewritten EXECUTE went `to` the replica or home, for `reason`.
-    pub fn routed(&self, to: &'static str, reason: &'static str) {
-        let mut m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry((to, reason)).or_default() += 1;
+    /// An EXECUTE with a partition key went home (its client connection's node) for `reason`.
+    pub fn routed_home(&self, reason: &'static str) {
+        let mut m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(reason).or_default() += 1;
     }
 
-    /// A request went to the replica `node`.
+    /// An EXECUTE went to the replica `node`.
     pub fn routed_to(&self, node: std::net::SocketAddr) {
-        let mut m = self.routed_nodes.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry(node).or_default() += 1;
+        self.routed_replica.fetch_add(1, Ordering::Relaxed);
+        {
+            let m = self.routed_nodes.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = m.get(&node) {
+                c.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        let mut m = self.routed_nodes.write().unwrap_or_else(|p| p.into_inner());
+        m.entry(node).or_default().fetch_add(1, Ordering::Relaxed);
     }
 
     /// Pass-through counts by reason.
@@ -210,16 +220,21 @@ impl Metrics {
         e.head(
             "autoprep_routed_total",
             "counter",
-            "Rewritten EXECUTEs with a partition key, by where they went: to a replica that owns the partition, or home (the client connection's upstream node) with why.",
+            "EXECUTEs with a partition key (rewritten QUERYs, and the client's own prepared statements), by where they went: to a replica that owns the partition, or home (the client connection's upstream node) with why.",
         );
-        let routed: Vec<_> = {
-            let m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
+        e.sample(
+            "autoprep_routed_total",
+            &[("to", "replica"), ("reason", "")],
+            load(&self.routed_replica),
+        );
+        let home: Vec<_> = {
+            let m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
             m.iter().map(|(k, v)| (*k, *v)).collect()
         };
-        for ((to, reason), n) in routed {
+        for (reason, n) in home {
             e.sample(
                 "autoprep_routed_total",
-                &[("to", to), ("reason", reason)],
+                &[("to", "home"), ("reason", reason)],
                 n,
             );
         }
@@ -229,8 +244,8 @@ impl Metrics {
             "Requests sent to each replica node over the clients' replica connections.",
         );
         let nodes: Vec<_> = {
-            let m = self.routed_nodes.lock().unwrap_or_else(|p| p.into_inner());
-            m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+            let m = self.routed_nodes.read().unwrap_or_else(|p| p.into_inner());
+            m.iter().map(|(k, v)| (k.to_string(), load(v))).collect()
         };
         for (node, n) in nodes {
             e.sample("autoprep_routed_requests_total", &[("node", &node)], n);

@@ -433,7 +433,7 @@ fn decide_shape(
     if !built {
         return pass("value too large");
     }
-    let route = if ctx.cluster.enabled() {
+    let route = if ctx.cluster.may_route() {
         partition_token(&entry.pk_indexes, scratch).map(|token| Route {
             token,
             entry: entry.clone(),

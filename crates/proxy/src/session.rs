@@ -477,7 +477,7 @@ async fn forward_request(
     let is_query = header.opcode == Opcode::QUERY;
     // Rewriting waits until the connection is authenticated (see `Shared::ready`).
     let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-    if header.opcode == Opcode::EXECUTE && rewrite && ctx.cluster.enabled() {
+    if header.opcode == Opcode::EXECUTE && rewrite && ctx.cluster.may_route() {
         let compression = shared.lock().compression;
         let route = plain_body(&env, compression, ctx.cfg.max_frame_bytes)
             .and_then(|b| routing::client_execute(ctx, &header, &b));
@@ -660,7 +660,7 @@ mod routing {
 
     fn home(ctx: &Context, reason: &'static str, frame: BytesMut) -> Result<(), BytesMut> {
         debug!(reason, "routed home");
-        ctx.metrics.routed("home", reason);
+        ctx.metrics.routed_home(reason);
         Err(frame)
     }
 
@@ -739,7 +739,6 @@ mod routing {
         };
         match link.send(frame, routed).await {
             Ok(()) => {
-                ctx.metrics.routed("replica", "");
                 ctx.metrics.routed_to(addr);
                 Ok(())
             }
@@ -1027,7 +1026,7 @@ mod routing {
                 }
             }
             shared.client.flush();
-            buf.reserve(4096);
+            reserve_read_room(&mut buf);
             match rd.read_buf(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
