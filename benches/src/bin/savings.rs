@@ -1125,7 +1125,10 @@ async fn main() -> Result<()> {
             "{:<18} {:>8}  {:<24} {:>10}",
             "mode (medians)", "server", "per node (1 + 2 + ...)", "internode"
         );
-        println!("{:<18} {:>8}  {:<24} {:>10}", "", "µs/op", "µs/op", "msg/op");
+        println!(
+            "{:<18} {:>8}  {:<24} {:>10}",
+            "", "µs/op", "µs/op", "msg/op"
+        );
         for s in &summaries {
             println!(
                 "{:<18} {:>8.2}  {:<24} {:>10}",

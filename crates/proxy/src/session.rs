@@ -491,7 +491,7 @@ async fn forward_request(
             };
             let frame = match routing::route(ctx, shared, frame, route, req).await {
                 Ok(()) => return Ok(()),
-                Err(frame) => frame,
+                Err((frame, _)) => frame,
             };
             let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
             return send_upstream(to_upstream, frame, up).await;
@@ -563,9 +563,13 @@ async fn forward_request(
                             version: header.version,
                             hash: Some(*hash),
                         };
-                        match routing::route(ctx, shared, frame, route, routed).await {
+                        let outcome = routing::route(ctx, shared, frame, route, routed).await;
+                        if let Some(s) = &shape {
+                            s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
+                        }
+                        match outcome {
                             Ok(()) => return Ok(()),
-                            Err(frame) => frame,
+                            Err((frame, _)) => frame,
                         }
                     }
                     _ => frame,
@@ -658,10 +662,13 @@ mod routing {
         pub hash: Option<ShapeHash>,
     }
 
-    fn home(ctx: &Context, reason: &'static str, frame: BytesMut) -> Result<(), BytesMut> {
-        debug!(reason, "routed home");
+    fn home(
+        ctx: &Context,
+        reason: &'static str,
+        frame: BytesMut,
+    ) -> Result<(), (BytesMut, &'static str)> {
         ctx.metrics.routed_home(reason);
-        Err(frame)
+        Err((frame, reason))
     }
 
     /// Sends `frame` to a replica of its partition when one is ready for it; otherwise gives
@@ -672,7 +679,7 @@ mod routing {
         frame: BytesMut,
         route: Route,
         req: Request,
-    ) -> Result<(), BytesMut> {
+    ) -> Result<(), (BytesMut, &'static str)> {
         let Some(home_addr) = shared.home else {
             return home(ctx, "home address unknown", frame);
         };

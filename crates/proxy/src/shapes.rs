@@ -31,6 +31,46 @@ pub const REDACTED: &str = "<literal>";
 /// How many distinct pass-through reasons one shape counts by name; the rest go to `other`.
 const REASON_SLOTS: usize = 6;
 
+/// Counts by reason: each slot is claimed once by a reason (the set of reasons is small and
+/// fixed in the code), so counting never takes a lock; reasons beyond the slots count as
+/// `other`.
+#[derive(Debug, Default)]
+struct Reasons {
+    slots: [(OnceLock<&'static str>, AtomicU64); REASON_SLOTS],
+    other: AtomicU64,
+}
+
+impl Reasons {
+    fn count(&self, reason: &'static str) {
+        for (slot, count) in &self.slots {
+            let claimed = match slot.get() {
+                Some(r) => *r == reason,
+                // Another thread may claim the slot first, for this reason or another.
+                None => *slot.get_or_init(|| reason) == reason,
+            };
+            if claimed {
+                count.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        self.other.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut out: std::collections::BTreeMap<&'static str, u64> = self
+            .slots
+            .iter()
+            .filter_map(|(slot, n)| slot.get().map(|r| (*r, load(n))))
+            .collect();
+        let other = load(&self.other);
+        if other > 0 {
+            out.insert("other", other);
+        }
+        out
+    }
+}
+
 /// The statistics of one shape, updated without a lock.
 #[derive(Debug)]
 pub struct ShapeStats {
@@ -41,10 +81,11 @@ pub struct ShapeStats {
     keyspace: Option<Box<str>>,
     executions: AtomicU64,
     rewritten: AtomicU64,
-    /// Pass-through counts by reason: each slot is claimed once by a reason (the set of
-    /// reasons is small and fixed in the code), so counting never takes a lock.
-    reasons: [(OnceLock<&'static str>, AtomicU64); REASON_SLOTS],
-    other_reasons: AtomicU64,
+    passthrough: Reasons,
+    /// EXECUTEs of this shape sent to a replica of their partition.
+    routed: AtomicU64,
+    /// EXECUTEs of this shape with a partition key that went home instead, by why.
+    not_routed: Reasons,
     prepare_failures: AtomicU64,
     latency_nanos: AtomicU64,
     latency_samples: AtomicU64,
@@ -61,8 +102,9 @@ impl ShapeStats {
             keyspace: keyspace.map(Into::into),
             executions: AtomicU64::new(0),
             rewritten: AtomicU64::new(0),
-            reasons: Default::default(),
-            other_reasons: AtomicU64::new(0),
+            passthrough: Reasons::default(),
+            routed: AtomicU64::new(0),
+            not_routed: Reasons::default(),
             prepare_failures: AtomicU64::new(0),
             latency_nanos: AtomicU64::new(0),
             latency_samples: AtomicU64::new(0),
@@ -76,18 +118,17 @@ impl ShapeStats {
 
     /// Counts one QUERY of this shape passed through unchanged, for `reason`.
     pub fn passed_through(&self, reason: &'static str) {
-        for (slot, count) in &self.reasons {
-            let claimed = match slot.get() {
-                Some(r) => *r == reason,
-                // Another thread may claim the slot first, for this reason or another.
-                None => *slot.get_or_init(|| reason) == reason,
-            };
-            if claimed {
-                count.fetch_add(1, Ordering::Relaxed);
-                return;
+        self.passthrough.count(reason);
+    }
+
+    /// Counts one EXECUTE of this shape sent to a replica (`Ok`) or home for a reason.
+    pub fn routing(&self, outcome: Result<(), &'static str>) {
+        match outcome {
+            Ok(()) => {
+                self.routed.fetch_add(1, Ordering::Relaxed);
             }
+            Err(reason) => self.not_routed.count(reason),
         }
-        self.other_reasons.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records the latency of one request of this shape.
@@ -100,15 +141,6 @@ impl ShapeStats {
     /// A point-in-time copy, for `/shapes`.
     pub fn snapshot(&self) -> ShapeSnapshot {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let mut passthrough: Vec<(&'static str, u64)> = self
-            .reasons
-            .iter()
-            .filter_map(|(slot, n)| slot.get().map(|r| (*r, load(n))))
-            .collect();
-        let other = load(&self.other_reasons);
-        if other > 0 {
-            passthrough.push(("other", other));
-        }
         let samples = load(&self.latency_samples);
         ShapeSnapshot {
             text: self.text.to_string(),
@@ -116,7 +148,9 @@ impl ShapeStats {
             fingerprint: hex(&self.fingerprint),
             executions: load(&self.executions),
             rewritten: load(&self.rewritten),
-            passthrough: passthrough.into_iter().collect(),
+            passthrough: self.passthrough.snapshot(),
+            routed: load(&self.routed),
+            not_routed: self.not_routed.snapshot(),
             prepare_failures: load(&self.prepare_failures),
             mean_latency_seconds: (samples > 0)
                 .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
@@ -139,6 +173,11 @@ pub struct ShapeSnapshot {
     pub rewritten: u64,
     /// Of those, passed through unchanged, by reason.
     pub passthrough: std::collections::BTreeMap<&'static str, u64>,
+    /// EXECUTEs with a partition key sent to a replica of it (see `cluster`).
+    pub routed: u64,
+    /// EXECUTEs with a partition key that went through the client's upstream node, by why
+    /// (`home is the replica` is routing too).
+    pub not_routed: std::collections::BTreeMap<&'static str, u64>,
     /// PREPAREs of this shape that failed.
     pub prepare_failures: u64,
     /// Mean time from request to response, over `latency_samples` requests.
