@@ -6,8 +6,8 @@
 //! The reads go out on an authenticated client connection (as the proxy's PREPAREs do, so no
 //! credentials of its own are needed), one refresh at a time for the whole process: at the first
 //! routable request, again when an event says the ring, a node's status or a keyspace changed
-//! (any EVENT the proxy sees marks the view stale), and at most every [`REFRESH_EVERY`]
-//! otherwise. Their answers stop at the proxy. Until a view exists, nothing is routed.
+//! (at most once a second), and every [`REFRESH_EVERY`] otherwise; once a view shows one node,
+//! only a topology or status event reads it again (nothing else can be routed meanwhile). Their answers stop at the proxy. Until a view exists, nothing is routed.
 //!
 //! It also remembers which prepared ids each node is known to hold (a node prepares only what
 //! it is asked to; ids are the same on every node, md5 of keyspace and text): a request is routed
@@ -182,9 +182,10 @@ impl ClusterView {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// An event was seen: the ring, a node or a keyspace may have changed.
-    pub fn mark_stale(&self) {
-        if self.enabled {
+    /// An event was seen: the ring or a node (`topology`), or a keyspace may have changed. On
+    /// a cluster of one node only the first matter (a node joined).
+    pub fn event_seen(&self, topology: bool) {
+        if self.enabled && (topology || !self.single_node.load(Ordering::Relaxed)) {
             self.stale.store(true, Ordering::Relaxed);
         }
     }

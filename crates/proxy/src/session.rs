@@ -1251,8 +1251,8 @@ async fn upstream_to_client(
 fn keep_event(env: &Envelope, ctx: &Context, shared: &Shared) -> bool {
     let compression = shared.lock().compression;
     if env.header().opcode == Opcode::EVENT {
-        schema_changed(env, compression, ctx.cfg.max_frame_bytes, ctx);
-        ctx.cluster.mark_stale();
+        let schema = schema_changed(env, compression, ctx.cfg.max_frame_bytes, ctx);
+        ctx.cluster.event_seen(!schema);
     }
     let keep = topology::keep_event(env, compression, ctx.cfg.max_frame_bytes);
     if !keep {
