@@ -279,12 +279,15 @@ impl Links {
             .collect()
     }
 
-    /// How many replica connections are open.
-    pub fn open_count(&self) -> usize {
+    /// Requests in flight on every open connection.
+    pub fn in_flight(&self) -> usize {
         self.lock()
             .values()
-            .filter(|s| matches!(s, Slot::Open(..)))
-            .count()
+            .map(|s| match s {
+                Slot::Open(l, _) => l.lock().routed.len(),
+                _ => 0,
+            })
+            .sum()
     }
 }
 

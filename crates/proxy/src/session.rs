@@ -1226,10 +1226,16 @@ async fn upstream_to_client(
         to_client.flush();
         to_upstream.flush();
         let stopping = shared.client_stopped.is_cancelled();
+        let mut links_busy = false;
         {
             let mut st = shared.lock();
             if stopping && st.streams.in_use() == 0 {
-                return End::Closing;
+                // Answers still due on replica connections are delivered first (their
+                // readers give no signal here: looked at again shortly).
+                if shared.links.in_flight() == 0 {
+                    return End::Closing;
+                }
+                links_busy = true;
             }
             st.streams.shrink_if_idle();
         }
@@ -1238,6 +1244,7 @@ async fn upstream_to_client(
             biased;
             read = rd.read_buf(&mut buf) => read,
             () = &mut client_stopped, if !stopping => continue,
+            () = tokio::time::sleep(Duration::from_millis(10)), if links_busy => continue,
         };
         match read {
             Ok(0) => return End::UpstreamClosed,
