@@ -247,6 +247,20 @@ impl Envelope {
         Envelope { header, frame }
     }
 
+    /// The frame of a request of `opcode` with an uncompressed `body`, no flags, stream id 0
+    /// (to be set when it is sent).
+    pub fn request_frame(version: ProtocolVersion, opcode: Opcode, body: &[u8]) -> BytesMut {
+        let header = Header {
+            version,
+            direction: Direction::Request,
+            flags: Flags(0),
+            stream: StreamId(0),
+            opcode,
+            length: 0,
+        };
+        Envelope::new(header, body).into_frame()
+    }
+
     /// Wraps a buffer that holds exactly one envelope whose header is `header`.
     fn from_parts(header: Header, frame: BytesMut) -> Envelope {
         Envelope { header, frame }

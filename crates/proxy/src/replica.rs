@@ -18,9 +18,7 @@
 use crate::socket::{self, ReadHalf};
 use crate::upstream::{self, UpstreamTls};
 use crate::writer::{Out, Outbox};
-use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
-};
+use autoprep_protocol::envelope::{Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion};
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
@@ -317,18 +315,6 @@ impl Decoder {
     }
 }
 
-fn frame(version: ProtocolVersion, opcode: Opcode, body: &[u8]) -> BytesMut {
-    let header = Header {
-        version,
-        direction: Direction::Request,
-        flags: Flags(0),
-        stream: StreamId(0),
-        opcode,
-        length: 0,
-    };
-    Envelope::new(header, body).into_frame()
-}
-
 /// Connects to `addr` and replays the client's `handshake` on it.
 pub async fn open(
     addr: SocketAddr,
@@ -365,7 +351,7 @@ async fn open_now(
     };
     let mut buf = BytesMut::new();
     let mut auth = handshake.auth.iter();
-    let mut next = Some(frame(version, Opcode::STARTUP, startup));
+    let mut next = Some(Envelope::request_frame(version, Opcode::STARTUP, startup));
     loop {
         if let Some(f) = next.take() {
             out.send(Out::Envelope(f))
@@ -401,7 +387,11 @@ async fn open_now(
                 let body = auth
                     .next()
                     .ok_or(OpenError::Diverged("more authentication"))?;
-                next = Some(frame(version, Opcode::AUTH_RESPONSE, body));
+                next = Some(Envelope::request_frame(
+                    version,
+                    Opcode::AUTH_RESPONSE,
+                    body,
+                ));
             }
             _ => return Err(OpenError::Diverged("an error or another answer")),
         }

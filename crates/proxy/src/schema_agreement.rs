@@ -17,9 +17,7 @@
 
 use crate::topology;
 use autoprep_protocol::compression::Compression;
-use autoprep_protocol::envelope::{
-    Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
-};
+use autoprep_protocol::envelope::{Envelope, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
 use autoprep_protocol::message::result::ResultView;
@@ -236,20 +234,13 @@ pub fn query_frame(version: ProtocolVersion, query: &str) -> Option<BytesMut> {
         ..Default::default()
     };
     encode_query(version, query.as_bytes(), &params, &mut body).ok()?;
-    let header = Header {
-        version,
-        direction: Direction::Request,
-        flags: Flags(0),
-        stream: StreamId(0),
-        opcode: Opcode::QUERY,
-        length: 0,
-    };
-    Some(Envelope::new(header, &body).into_frame())
+    Some(Envelope::request_frame(version, Opcode::QUERY, &body))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autoprep_protocol::envelope::{Direction, Flags, StreamId};
     use autoprep_protocol::message::query::QueryRequest;
     use autoprep_protocol::message::result::{kind, metadata_flags};
     use autoprep_protocol::primitives::{write_bytes, write_string};

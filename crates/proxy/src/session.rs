@@ -914,25 +914,12 @@ mod routing {
             }
             link.set_keyspace(ks.clone());
         }
-        let mut body = Vec::with_capacity(entry.text.len() + 16);
         let kf = if version >= ProtocolVersion::V5 {
             ks.as_deref()
         } else {
             None
         };
-        if encode_prepare(version, entry.text.as_bytes(), kf, &mut body).is_ok() {
-            let frame = Envelope::new(
-                Header {
-                    version,
-                    direction: Direction::Request,
-                    flags: Flags(0),
-                    stream: StreamId(0),
-                    opcode: Opcode::PREPARE,
-                    length: 0,
-                },
-                &body,
-            )
-            .into_frame();
+        if let Some(frame) = prepare_frame(version, &entry.text, kf) {
             if let Some(answer) = link.request(frame).await {
                 // The id is md5 of keyspace and text on every node: the same id proves the
                 // same statement (see `prepare_proof` for the home node's own proof).
@@ -1098,23 +1085,10 @@ async fn send_prepare(
     shared: &Shared,
     to_upstream: &Outbox,
 ) -> Result<(), End> {
-    let mut body = Vec::with_capacity(p.text.len() + 16);
-    if encode_prepare(version, p.text.as_bytes(), p.keyspace.as_deref(), &mut body).is_err() {
+    let Some(frame) = prepare_frame(version, &p.text, p.keyspace.as_deref()) else {
         ctx.cache.abandoned(shared.node, p.hash);
         return Ok(());
-    }
-    let frame = Envelope::new(
-        Header {
-            version,
-            direction: Direction::Request,
-            flags: Flags(0),
-            stream: StreamId(0),
-            opcode: Opcode::PREPARE,
-            length: 0,
-        },
-        &body,
-    )
-    .into_frame();
+    };
     let epochs = Epochs::now(ctx, shared);
     let exposed = version < ProtocolVersion::V5 || p.keyspace.is_none();
     if exposed {
@@ -1135,6 +1109,13 @@ async fn send_prepare(
     )
     .await;
     send_upstream(to_upstream, frame, up).await
+}
+
+/// The frame of a PREPARE of the proxy's own (`keyspace`: the v5 field).
+fn prepare_frame(version: ProtocolVersion, text: &str, keyspace: Option<&str>) -> Option<BytesMut> {
+    let mut body = Vec::with_capacity(text.len() + 16);
+    encode_prepare(version, text.as_bytes(), keyspace, &mut body).ok()?;
+    Some(Envelope::request_frame(version, Opcode::PREPARE, &body))
 }
 
 /// Reads server envelopes and returns each to the client under its own stream id.

@@ -13,88 +13,18 @@
 use autoprep_protocol::envelope::ProtocolVersion;
 use autoprep_tests::{upstream, Client, TlsClient};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_autoprep");
+mod support;
+use support::Proxy;
 
 /// Bound on any wait for a condition (a hang becomes a failure, not a timed assertion).
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A running `autoprep` process and what it logged.
-struct Proxy {
-    child: Child,
-    addr: String,
-    admin: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
 impl Proxy {
-    /// Starts the binary on ephemeral ports in front of the test node, with `args` added.
-    fn start(args: &[&str]) -> Proxy {
-        let mut cmd = Command::new(BIN);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("AUTOPREP_") {
-                cmd.env_remove(k);
-            }
-        }
-        let mut child = cmd
-            .env("NO_COLOR", "1")
-            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(["--upstream", &upstream()])
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lines = BufReader::new(child.stdout.take().unwrap());
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                let _ = tx.send(line.clone());
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let field = |line: &str, name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name))
-                .map(str::to_owned)
-        };
-        let (mut addr, mut admin) = (None, None);
-        while addr.is_none() || admin.is_none() {
-            let line = rx
-                .recv_timeout(PATIENCE)
-                .expect("autoprep logs where it listens");
-            if line.contains("autoprep listening") {
-                addr = field(&line, "listen=");
-            }
-            if line.contains("admin server listening") {
-                admin = field(&line, "admin=");
-            }
-        }
-        Proxy {
-            child,
-            addr: addr.unwrap(),
-            admin: admin.unwrap().parse().unwrap(),
-            log,
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        // The shell's builtin `kill`: no dependency on a kill binary being installed.
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill -{name} {}", self.child.id())])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{name}");
-    }
-
     /// An admin request: (status code, body).
     fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let mut s = TcpStream::connect(self.admin).unwrap();
@@ -124,17 +54,6 @@ impl Proxy {
     fn logged(&self, needle: &str) -> Vec<String> {
         let log = self.log.lock().unwrap();
         log.iter().filter(|l| l.contains(needle)).cloned().collect()
-    }
-
-    fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
