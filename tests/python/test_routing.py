@@ -2,8 +2,8 @@
 (scripts/cluster.sh: 127.0.0.41 dc1, 127.0.0.42 dc1, 127.0.0.43 dc2).
 
 autoprep is given node 1 only (drivers still see one node, autoprep itself). Each rewritten
-INSERT, UPDATE, DELETE and SELECT of a partition, and each EXECUTE of a statement the client
-prepared itself, must be coordinated by a replica of that
+INSERT, UPDATE, DELETE and SELECT of a partition, each EXECUTE of a statement the client
+prepared itself and each single-partition BATCH of those, must be coordinated by a replica of that
 partition in the local datacenter (dc1) where it has one: proven from the servers' own per-node,
 per-table coordinator counters (`cluster.Snapshot`), against the replicas the Python driver's
 own token metadata computes (an independent Murmur3 and placement). Keyspaces: RF 1
@@ -27,6 +27,7 @@ import urllib.request
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
+from cassandra.query import BatchStatement, BatchType
 
 from cluster import LocalCluster
 from conftest import _free_port, run_proxy
@@ -98,13 +99,15 @@ def routed_count(admin):
 
 
 KINDS = ["insert", "update", "select", "delete", "c-insert", "c-select", "p-insert",
-         "p-select", "p-c-select"]
+         "p-select", "p-c-select", "p-batch"]
 
 # The client's own prepared statements (the legacy application that prepares with markers).
 PREPARED = {
     "p-insert": "INSERT INTO t (k, v) VALUES (?, ?)",
     "p-select": "SELECT v FROM t WHERE k = ?",
     "p-c-select": "SELECT n, v FROM c WHERE a = ? AND b = ?",
+    # Three rows of one partition in a BATCH message (a single-partition batch).
+    "p-batch": "INSERT INTO c (a, b, n, v) VALUES (?, ?, ?, ?)",
 }
 
 
@@ -128,6 +131,8 @@ def workload(rng, n):
             out.append(("read", "t", (k,), kind, (k,)))
         elif kind == "p-c-select":
             out.append(("read", "c", (a, b), kind, (a, b)))
+        elif kind == "p-batch":
+            out.append(("write", "c", (a, b), kind, (a, b)))
         elif kind == "insert":
             out.append(("write", "t", (k,), f"INSERT INTO t (k, v) VALUES ({k}, 'v{k}')"))
         elif kind == "update":
@@ -167,6 +172,11 @@ def test_each_statement_is_coordinated_by_a_replica(cluster, keyspaces, pv, tmp_
                 def run(st):
                     if st[4] is None:
                         return session.execute(st[3])
+                    if st[3] == "p-batch":
+                        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                        for n in range(3):
+                            batch.add(prepared["p-batch"], st[4] + (n, f"b{n}"))
+                        return session.execute(batch)
                     return session.execute(prepared[st[3]], st[4])
                 stmts = workload(rng, 150)
                 # Warm-up: every shape seen, prepared at home, replica connections opened and

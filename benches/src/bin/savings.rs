@@ -318,6 +318,10 @@ struct Phase {
     node_s: Vec<f64>,
     /// Internode messages sent during the phase (a cluster only).
     internode: Option<f64>,
+    /// Seconds from the counters before the phase to those after it.
+    wall_s: f64,
+    /// The nodes' CPU with no load, in cores (a cluster only).
+    idle_cores: Option<f64>,
     proxy_s: Option<f64>,
     client_s: f64,
     /// CPU seconds of everything else on the machine during the phase.
@@ -342,6 +346,11 @@ impl Phase {
     fn internode_per_op(&self) -> Option<f64> {
         self.internode.map(|n| n / self.stats.ops.max(1) as f64)
     }
+    /// Server CPU per operation beyond what the nodes use with no load over the same time.
+    fn server_above_idle_us(&self) -> Option<f64> {
+        self.idle_cores
+            .map(|idle| self.per_op_us(self.server_s - idle * self.wall_s))
+    }
     fn json(&self) -> Value {
         let s = &self.stats;
         json!({
@@ -358,6 +367,8 @@ impl Phase {
             "server_cpu_s_per_10k_ops": self.server_us() / 100.0,
             "node_us_per_op": self.node_s.iter().map(|&s| self.per_op_us(s)).collect::<Vec<_>>(),
             "internode_messages_per_op": self.internode_per_op(),
+            "server_us_per_op_above_idle": self.server_above_idle_us(),
+            "wall_seconds": self.wall_s,
             "autoprep_cpu_s": self.proxy_s,
             "autoprep_us_per_op": self.proxy_us(),
             "client_us_per_op": self.per_op_us(self.client_s),
@@ -379,6 +390,8 @@ struct Bench {
     metrics: Vec<Conn>,
     /// Whether the nodes' internode counters are read (a cluster).
     internode: bool,
+    /// The nodes' CPU with no load, in cores (measured on a cluster before the warm-up).
+    idle_cores: Option<f64>,
     mix: Mix,
     ids: [Vec<u8>; 3],
     autoprep: Option<Proxy>,
@@ -553,6 +566,7 @@ impl Bench {
         // load::run numbers requests sent * 64 + connection.
         self.next_insert += ops.div_ceil(self.args.connections.max(1) as u64) * 64 + 64;
         let before = self.sample(mode, true).await?;
+        let t0 = Instant::now();
         let stats = load::run_nodes(
             &addrs,
             w,
@@ -565,6 +579,7 @@ impl Bench {
         .await?;
         tokio::time::sleep(Duration::from_millis(self.args.settle_ms)).await;
         let after = self.sample(mode, false).await?;
+        let wall_s = t0.elapsed().as_secs_f64();
         let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
         let server_s = secs(after.server, before.server);
         let node_s = after
@@ -590,6 +605,8 @@ impl Bench {
             server_s,
             node_s,
             internode,
+            wall_s,
+            idle_cores: self.idle_cores,
             proxy_s,
             client_s,
             other_s: (busy_s - server_s - proxy_s.unwrap_or(0.0) - client_s).max(0.0),
@@ -670,6 +687,7 @@ struct Summary {
     /// Per node, µs of CPU per operation (medians).
     node_us: Vec<f64>,
     internode_per_op: Option<f64>,
+    server_above_idle_us: Option<f64>,
 }
 
 fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
@@ -708,6 +726,10 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
             .iter()
             .all(|p| p.internode.is_some())
             .then(|| m(&|p| p.internode_per_op().unwrap_or(f64::NAN))),
+        server_above_idle_us: phases
+            .iter()
+            .all(|p| p.idle_cores.is_some())
+            .then(|| m(&|p| p.server_above_idle_us().unwrap_or(f64::NAN))),
     }
 }
 
@@ -938,6 +960,7 @@ async fn main() -> Result<()> {
         ticks,
         metrics,
         internode: !nodes.is_empty(),
+        idle_cores: None,
         mix,
         ids,
         autoprep,
@@ -994,11 +1017,12 @@ async fn main() -> Result<()> {
         let pids = &b.server_pids;
         let cpu = || -> Result<u64> { pids.iter().map(|&p| procfs::process_ticks(p)).sum() };
         let (t0, c0) = (Instant::now(), cpu()?);
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        let cores = (cpu()? - c0) as f64 / ticks / t0.elapsed().as_secs_f64();
-        println!("idle: the nodes used {cores:.3} cores over 5 s with no load");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let cores = cpu()?.saturating_sub(c0) as f64 / ticks / t0.elapsed().as_secs_f64();
+        println!("idle: the nodes used {cores:.3} cores over 10 s with no load");
         Some(cores)
     };
+    b.idle_cores = idle_cores;
 
     // Warm-up: the server's JIT (unprepared parsing above all), autoprep's cache, connections.
     let warm_deadline = Instant::now() + Duration::from_secs(b.args.warmup_seconds);

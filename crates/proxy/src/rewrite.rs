@@ -108,6 +108,8 @@ pub struct Route {
     pub token: autoprep_routing::Token,
     /// The prepared shape (its keyspace, text and id, to prepare it on a replica).
     pub entry: Arc<PreparedEntry>,
+    /// A batch's other statements: the replica must hold them too.
+    pub others: Vec<Arc<PreparedEntry>>,
     /// The consistency (or serial consistency) is a `LOCAL_*` one: only a replica in the
     /// datacenter of the client connection's node may coordinate it.
     pub local_only: bool,
@@ -437,6 +439,7 @@ fn decide_shape(
         partition_token(&entry.pk_indexes, scratch).map(|token| Route {
             token,
             entry: entry.clone(),
+            others: Vec::new(),
             local_only: is_local_consistency(params.consistency)
                 || params.serial_consistency.is_some_and(is_local_consistency),
         })

@@ -477,10 +477,16 @@ async fn forward_request(
     let is_query = header.opcode == Opcode::QUERY;
     // Rewriting waits until the connection is authenticated (see `Shared::ready`).
     let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-    if header.opcode == Opcode::EXECUTE && rewrite && ctx.cluster.may_route() {
+    let client_prepared = header.opcode == Opcode::EXECUTE || header.opcode == Opcode::BATCH;
+    if client_prepared && rewrite && ctx.cluster.may_route() {
         let compression = shared.lock().compression;
-        let route = plain_body(&env, compression, ctx.cfg.max_frame_bytes)
-            .and_then(|b| routing::client_execute(ctx, &header, &b));
+        let route = plain_body(&env, compression, ctx.cfg.max_frame_bytes).and_then(|b| {
+            if header.opcode == Opcode::EXECUTE {
+                routing::client_execute(ctx, &header, &b)
+            } else {
+                routing::client_batch(ctx, &header, &b)
+            }
+        });
         if let Some(route) = route {
             let frame = env.into_frame();
             let req = routing::Request {
@@ -708,15 +714,19 @@ mod routing {
             Ok(a) => a,
             Err(reason) => return home(ctx, reason, frame),
         };
-        let (known, everywhere) = ctx.cluster.is_known(&view, addr, &entry.id);
-        if !everywhere {
-            // Prepared on every replica this connection reaches, as drivers prepare on every
-            // node: a later request of the shape finds it wherever its partition is.
-            let compression = shared.lock().compression;
-            for l in shared.links.open_links() {
-                if !ctx.cluster.holds(l.addr, &entry.id) && l.start_preparing(&entry.id) {
-                    let (ctx, entry) = (ctx.clone(), entry.clone());
-                    tokio::spawn(prepare_on(ctx, l, entry, compression).in_current_span());
+        let mut known = true;
+        for e in std::iter::once(entry).chain(&route.others) {
+            let (here, everywhere) = ctx.cluster.is_known(&view, addr, &e.id);
+            known &= here;
+            if !everywhere {
+                // Prepared on every replica this connection reaches, as drivers prepare on
+                // every node: a later request finds it wherever its partition is.
+                let compression = shared.lock().compression;
+                for l in shared.links.open_links() {
+                    if !ctx.cluster.holds(l.addr, &e.id) && l.start_preparing(&e.id) {
+                        let (ctx, e) = (ctx.clone(), e.clone());
+                        tokio::spawn(prepare_on(ctx, l, e, compression).in_current_span());
+                    }
                 }
             }
         }
@@ -835,10 +845,57 @@ mod routing {
         Some(Route {
             token,
             entry,
-            local_only: rewrite::is_local_consistency(e.params.consistency)
-                || e.params
-                    .serial_consistency
-                    .is_some_and(rewrite::is_local_consistency),
+            others: Vec::new(),
+            local_only: local_only(e.params.consistency, e.params.serial_consistency),
+        })
+    }
+
+    /// A `LOCAL_*` consistency or serial consistency.
+    fn local_only(consistency: u16, serial: Option<u16>) -> bool {
+        rewrite::is_local_consistency(consistency)
+            || serial.is_some_and(rewrite::is_local_consistency)
+    }
+
+    /// What routing a client's BATCH message needs, when every child is a statement the
+    /// client prepared through autoprep and all name the same partition (a single-partition
+    /// batch), with positional values.
+    pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
+        use autoprep_protocol::message::batch::{BatchQuery, BatchView};
+        let rb = RequestBody::parse(header, body).ok()?;
+        let b = BatchView::parse(rb.message, header.version).ok()?;
+        let mut token = None;
+        let mut entries: Vec<Arc<PreparedEntry>> = Vec::new();
+        for child in b.children() {
+            let child = child.ok()?;
+            let BatchQuery::Prepared(id) = child.query else {
+                return None;
+            };
+            let entry = ctx.cluster.client_statement(id)?;
+            if child.values.named {
+                return None;
+            }
+            let t = rewrite::partition_token(&entry.pk_indexes, child.values.raw)?;
+            if token.is_some_and(|first| first != t) {
+                return None;
+            }
+            token = Some(t);
+            let keyspace = |e: &PreparedEntry| e.tables.first().map(|t| t.0.clone());
+            if entries
+                .first()
+                .is_some_and(|first| keyspace(first) != keyspace(&entry))
+            {
+                return None;
+            }
+            if !entries.iter().any(|e| e.id == entry.id) {
+                entries.push(entry);
+            }
+        }
+        let mut entries = entries.into_iter();
+        Some(Route {
+            token: token?,
+            entry: entries.next()?,
+            others: entries.collect(),
+            local_only: local_only(b.params.consistency, b.params.serial_consistency),
         })
     }
 
