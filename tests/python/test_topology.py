@@ -72,11 +72,32 @@ def nodes():
             failure = n.start()
             if failure:
                 pytest.fail(f"node {n.host} of the two-node cluster did not start: {failure}")
+        wait_for_each_other(cluster)
         log.info("two-node cluster up in %.1f s", time.monotonic() - t0)
         yield cluster
     finally:
         for n in cluster:
             n.kill()
+
+
+def wait_for_each_other(cluster, timeout=120):
+    """Until each node lists the other among its peers with its tokens: before that, a keyspace
+    of RF 2 created there draws the server's warning that RF exceeds the nodes it knows (seen
+    on a busy machine, where gossip lags the second node's start)."""
+    deadline = time.monotonic() + timeout
+    for n in cluster:
+        others = {o.host for o in cluster if o is not n}
+        c, s = direct_session(n.host)
+        try:
+            while True:
+                rows = s.execute("SELECT peer, tokens FROM system.peers")
+                if others <= {str(r.peer) for r in rows if r.tokens}:
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{n.host} does not see {others} as a peer with tokens")
+                time.sleep(0.5)
+        finally:
+            c.shutdown()
 
 
 def direct_session(host):

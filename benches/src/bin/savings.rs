@@ -1146,18 +1146,19 @@ async fn main() -> Result<()> {
     if nodes.len() > 1 {
         println!();
         println!(
-            "{:<18} {:>8}  {:<24} {:>10}",
-            "mode (medians)", "server", "per node (1 + 2 + ...)", "internode"
+            "{:<18} {:>8} {:>10}  {:<24} {:>10}",
+            "mode (medians)", "server", "above idle", "per node (1 + 2 + ...)", "internode"
         );
         println!(
-            "{:<18} {:>8}  {:<24} {:>10}",
-            "", "µs/op", "µs/op", "msg/op"
+            "{:<18} {:>8} {:>10}  {:<24} {:>10}",
+            "", "µs/op", "µs/op", "µs/op", "msg/op"
         );
         for s in &summaries {
             println!(
-                "{:<18} {:>8.2}  {:<24} {:>10}",
+                "{:<18} {:>8.2} {:>10}  {:<24} {:>10}",
                 s.mode.name(),
                 s.server_us,
+                opt(s.server_above_idle_us, 2),
                 s.node_us
                     .iter()
                     .map(|u| format!("{u:.1}"))
@@ -1167,9 +1168,11 @@ async fn main() -> Result<()> {
             );
         }
         println!(
-            "(server: the sum over the {} nodes; internode: messages the nodes sent one another \
-             per operation, from system_views.internode_outbound)",
-            nodes.len()
+            "(server: the sum over the {} nodes; above idle: less what they used with no load \
+             ({:.3} cores) over the phase's time; internode: messages the nodes sent one \
+             another per operation, from system_views.internode_outbound)",
+            nodes.len(),
+            b.idle_cores.unwrap_or(f64::NAN)
         );
     }
 
@@ -1204,6 +1207,21 @@ async fn main() -> Result<()> {
         AutoprepUnrouted,
         &srv,
         (rf == Some(1)).then_some(("<=", 0.85)),
+    );
+    let above_idle = |p: &Phase| p.server_above_idle_us().unwrap_or(f64::NAN);
+    add(
+        "above idle: autoprep / direct-token-aware",
+        Autoprep,
+        DirectTokenAware,
+        &above_idle,
+        None,
+    );
+    add(
+        "above idle: autoprep / autoprep-unrouted",
+        Autoprep,
+        AutoprepUnrouted,
+        &above_idle,
+        None,
     );
     add(
         "server CPU/op: autoprep-unrouted / direct-unprepared",
@@ -1429,6 +1447,7 @@ async fn main() -> Result<()> {
                     "autoprep_context_switches_per_op": s.proxy_switches_per_op,
                     "node_us_per_op": s.node_us,
                     "internode_messages_per_op": s.internode_per_op,
+                    "server_us_per_op_above_idle": s.server_above_idle_us,
                 })
             })
             .collect();
