@@ -488,12 +488,17 @@ async fn forward_request(
             }
         });
         if let Some(route) = route {
+            let same_keyspace = {
+                let st = shared.lock();
+                st.use_in_flight == 0 && st.keyspace.as_deref() == route.entry.keyspace.as_deref()
+            };
             let frame = env.into_frame();
             let req = routing::Request {
                 stream,
                 original: frame.clone().freeze(),
                 version: header.version,
                 hash: None,
+                same_keyspace,
             };
             let frame = match routing::route(ctx, shared, frame, route, req).await {
                 Ok(()) => return Ok(()),
@@ -568,6 +573,7 @@ async fn forward_request(
                             original: original.clone(),
                             version: header.version,
                             hash: Some(*hash),
+                            same_keyspace: true,
                         };
                         let outcome = routing::route(ctx, shared, frame, route, routed).await;
                         if let Some(s) = &shape {
@@ -666,6 +672,10 @@ mod routing {
         /// The shape's cache key, for a rewritten QUERY (for a v5 answer whose result
         /// metadata changed); `None` for a client's own EXECUTE.
         pub hash: Option<ShapeHash>,
+        /// The client connection's keyspace is the statement's (a rewritten QUERY's always
+        /// is). Otherwise the home node warns once about `USE` with prepared statements, which
+        /// a replica connection would not: such a request goes home.
+        pub same_keyspace: bool,
     }
 
     fn home(
@@ -689,6 +699,9 @@ mod routing {
         let Some(home_addr) = shared.home else {
             return home(ctx, "home address unknown", frame);
         };
+        if !req.same_keyspace {
+            return home(ctx, "keyspace differs", frame);
+        }
         let now = Instant::now();
         if ctx.cluster.begin_refresh(home_addr, now) {
             refresh(shared, req.version).await;
@@ -934,7 +947,14 @@ mod routing {
                     debug!(replica = %addr, "replica connection open");
                     let link = o.link.clone();
                     let reader = tokio::spawn(read(ctx, shared.clone(), o).in_current_span());
-                    shared.links.opened(link, reader);
+                    let compression = shared.lock().compression;
+                    if spend_use_warning(&link, compression).await {
+                        shared.links.opened(link, reader);
+                    } else {
+                        reader.abort();
+                        link.close();
+                        shared.links.failed(addr, Instant::now());
+                    }
                 }
                 Err(e) => {
                     info!(replica = %addr, error = %e, "replica connection not opened; its requests go home");
@@ -943,6 +963,61 @@ mod routing {
             }
         };
         tokio::spawn(task.in_current_span());
+    }
+
+    /// Spends the replica connection's once-per-connection warning "`USE <keyspace>` with
+    /// prepared statements is considered to be an anti-pattern" on requests of the proxy's
+    /// own, whose answers stop here. Cassandra (5.0.6) gives it on the first fresh PREPARE of
+    /// an unqualified statement (`QueryProcessor.prepare`; not when the statement is already
+    /// in its cache) or the first EXECUTE of one prepared in another keyspace than the
+    /// connection's (`ExecuteMessage.execute`): a routed EXECUTE would otherwise carry it to a
+    /// client that directly never sees it. So: `USE system`, PREPARE `SELECT key FROM local`
+    /// (prepared in `system`), `USE system_schema`, EXECUTE it (a read of `system.local`).
+    async fn spend_use_warning(link: &Link, compression: Option<Compression>) -> bool {
+        let _turn = link.prepare_turn.lock().await;
+        let version = link.version;
+        let ok = |a: &Option<Envelope>| {
+            a.as_ref()
+                .is_some_and(|a| a.header().opcode == Opcode::RESULT)
+        };
+        let query = |q: &str| schema_agreement::query_frame(version, q);
+        let Some(use_system) = query("USE system") else {
+            return false;
+        };
+        if !ok(&link.request(use_system).await) {
+            return false;
+        }
+        let Some(prepare) = prepare_frame(version, "SELECT key FROM local", None) else {
+            return false;
+        };
+        let answer = link.request(prepare).await;
+        let Some(id) = answer.as_ref().and_then(|a| prepared_id(a, compression)) else {
+            return false;
+        };
+        let Some(use_other) = query("USE system_schema") else {
+            return false;
+        };
+        if !ok(&link.request(use_other).await) {
+            return false;
+        }
+        link.set_keyspace(Some("system_schema".to_owned()));
+        let mut body = Vec::with_capacity(64);
+        let params = autoprep_protocol::message::query::QueryParams {
+            consistency: 0x0001,
+            ..Default::default()
+        };
+        let encoded = autoprep_protocol::message::execute::encode_execute(
+            version,
+            &id,
+            &[],
+            &params,
+            &mut body,
+        );
+        if encoded.is_err() {
+            return false;
+        }
+        let execute = Envelope::request_frame(version, Opcode::EXECUTE, &body);
+        ok(&link.request(execute).await)
     }
 
     /// Prepares `entry` on the replica of `link` (on v4 after setting its keyspace on that
