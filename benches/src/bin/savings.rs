@@ -903,6 +903,13 @@ async fn main() -> Result<()> {
         if !nodes.is_empty() && nodes.iter().any(|n| !seen.contains(&n.addr)) {
             bail!("the ring lists the nodes {seen:?}, not all those of the cluster script");
         }
+        if nodes.is_empty() && seen.len() > 1 {
+            // Its requests reach every node, and only one would be measured.
+            bail!(
+                "direct-token-aware on a ring of {} nodes needs --cluster",
+                seen.len()
+            );
+        }
         Some(Arc::new(r))
     } else {
         None
