@@ -297,18 +297,9 @@ impl<'r> Placer<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ring::Node;
+    use crate::ring::{node, Node};
     use proptest::prelude::*;
     use std::collections::{BTreeSet, HashMap};
-
-    fn node(id: u32, dc: &str, rack: &str, tokens: &[i64]) -> Node {
-        Node {
-            id: NodeId(id),
-            datacenter: dc.into(),
-            rack: rack.into(),
-            tokens: tokens.iter().map(|&t| Token(t)).collect(),
-        }
-    }
 
     fn ids(v: Vec<NodeId>) -> Vec<u32> {
         v.into_iter().map(|n| n.0).collect()

@@ -251,18 +251,20 @@ impl Ring {
     }
 }
 
+/// A node for tests: `id` in `dc` / `rack` owning `tokens`.
+#[cfg(test)]
+pub(crate) fn node(id: u32, dc: &str, rack: &str, tokens: &[i64]) -> Node {
+    Node {
+        id: NodeId(id),
+        datacenter: dc.into(),
+        rack: rack.into(),
+        tokens: tokens.iter().map(|&t| Token(t)).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(id: u32, dc: &str, rack: &str, tokens: &[i64]) -> Node {
-        Node {
-            id: NodeId(id),
-            datacenter: dc.into(),
-            rack: rack.into(),
-            tokens: tokens.iter().map(|&t| Token(t)).collect(),
-        }
-    }
 
     #[test]
     fn primary_is_first_token_at_or_after_wrapping() {
