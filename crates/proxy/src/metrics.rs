@@ -30,7 +30,10 @@ pub struct Metrics {
     passthrough: Mutex<BTreeMap<&'static str, u64>>,
     /// EXECUTEs sent to a replica (the common case: an atomic).
     routed_replica: AtomicU64,
-    /// EXECUTEs that went home, by why.
+    /// EXECUTEs that went home because the home node is the replica chosen (common: an
+    /// atomic, like `routed_replica`).
+    routed_home_replica: AtomicU64,
+    /// EXECUTEs that went home for another reason.
     routed_home: Mutex<BTreeMap<&'static str, u64>>,
     /// Routed requests per replica node (bounded by the cluster's size): read-locked to count.
     routed_nodes: std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
@@ -70,6 +73,10 @@ pub struct TlsExpiry {
     pub upstream: Option<u64>,
 }
 
+/// The `reason` of `autoprep_routed_total{to="home"}` when the replica chosen is the client
+/// connection's own node.
+pub const HOME_IS_THE_REPLICA: &str = "home is the replica";
+
 impl Metrics {
     /// Counts a client request by opcode.
     pub fn request(&self, opcode: u8) {
@@ -99,6 +106,10 @@ impl Metrics {
 
     /// An EXECUTE with a partition key went home (its client connection's node) for `reason`.
     pub fn routed_home(&self, reason: &'static str) {
+        if reason == HOME_IS_THE_REPLICA {
+            self.routed_home_replica.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry(reason).or_default() += 1;
     }
@@ -229,7 +240,13 @@ impl Metrics {
         );
         let home: Vec<_> = {
             let m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
-            m.iter().map(|(k, v)| (*k, *v)).collect()
+            let mut v: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+            let n = load(&self.routed_home_replica);
+            if n > 0 {
+                v.push((HOME_IS_THE_REPLICA, n));
+                v.sort();
+            }
+            v
         };
         for (reason, n) in home {
             e.sample(

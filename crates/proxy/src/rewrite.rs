@@ -124,31 +124,43 @@ pub fn is_local_consistency(c: u16) -> bool {
 /// order) at the partition-key indexes `pk_indexes`; `None` when there is no partition key or
 /// a component is null or unset.
 pub fn partition_token(pk_indexes: &[u16], values: &[u8]) -> Option<autoprep_routing::Token> {
-    if pk_indexes.is_empty() {
-        return None;
-    }
-    let mut cells: Vec<Option<&[u8]>> = Vec::with_capacity(8);
-    let mut rest = values;
-    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
-        let len = i32::from_be_bytes(*len);
-        match usize::try_from(len) {
-            Ok(n) => {
-                cells.push(Some(tail.get(..n)?));
-                rest = &tail[n..];
-            }
-            Err(_) => {
-                cells.push(None);
-                rest = tail;
-            }
+    let token =
+        |components: &[Option<&[u8]>]| autoprep_routing::partition_token(components).ok().flatten();
+    match pk_indexes {
+        [] => None,
+        // The common single-column key: no allocation on the request path.
+        [i] => token(&[nth_value(values, *i)?]),
+        _ => {
+            let components = pk_indexes
+                .iter()
+                .map(|&i| nth_value(values, i))
+                .collect::<Option<Vec<_>>>()?;
+            token(&components)
         }
     }
-    let mut components: Vec<Option<&[u8]>> = Vec::with_capacity(pk_indexes.len());
-    for &i in pk_indexes {
-        components.push(*cells.get(usize::from(i))?);
+}
+
+/// The `i`th of the encoded values `values` (`Some(None)`: null or unset), `None` when there
+/// are fewer or they are malformed.
+fn nth_value(values: &[u8], i: u16) -> Option<Option<&[u8]>> {
+    let mut rest = values;
+    for n in 0..=i {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let cell = match usize::try_from(i32::from_be_bytes(*len)) {
+            Ok(len) => {
+                rest = tail.get(len..)?;
+                Some(&tail[..len])
+            }
+            Err(_) => {
+                rest = tail;
+                None
+            }
+        };
+        if n == i {
+            return Some(cell);
+        }
     }
-    autoprep_routing::partition_token(&components)
-        .ok()
-        .flatten()
+    None
 }
 
 impl Decision {
@@ -599,6 +611,33 @@ pub fn decide_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn values(cells: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for c in cells {
+            match c {
+                Some(b) => {
+                    out.extend((b.len() as i32).to_be_bytes());
+                    out.extend(*b);
+                }
+                None => out.extend((-1i32).to_be_bytes()),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn partition_tokens_come_from_the_key_values() {
+        let v = values(&[Some(b"v"), Some(&[0, 0, 0, 7]), None, Some(b"x")]);
+        let single = autoprep_routing::partition_token(&[Some(&[0, 0, 0, 7][..])]).unwrap();
+        assert_eq!(partition_token(&[1], &v), single);
+        let composite =
+            autoprep_routing::partition_token(&[Some(&b"x"[..]), Some(&[0, 0, 0, 7][..])]).unwrap();
+        assert_eq!(partition_token(&[3, 1], &v), composite);
+        assert_eq!(partition_token(&[2], &v), None, "a null key component");
+        assert_eq!(partition_token(&[4], &v), None, "fewer values");
+        assert_eq!(partition_token(&[], &v), None);
+    }
     use crate::config::Config;
     use autoprep_cache::PreparedEntry;
     use autoprep_protocol::envelope::{Direction, Flags};

@@ -744,7 +744,7 @@ mod routing {
             }
         }
         if addr == home_addr {
-            return home(ctx, "home is the replica", frame);
+            return home(ctx, crate::metrics::HOME_IS_THE_REPLICA, frame);
         }
         let link = match shared.links.get(addr, now) {
             LinkState::Open(l) => l,
