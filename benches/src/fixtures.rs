@@ -68,6 +68,7 @@ pub fn hit_path() -> (Context, Header, Vec<u8>) {
             pk_indexes: vec![0],
             result_metadata: Bytes::new(),
             tables: Vec::new(),
+            prepared_message: bytes::Bytes::new(),
         },
     );
     let mut body = Vec::new();

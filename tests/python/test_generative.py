@@ -23,6 +23,15 @@ While the proxy side runs, another client keeps a few cheap reads in flight on t
 the other, and a PREPARE the proxy sends after a first sighting can race the client's next
 request (a USE) only when the server runs them in parallel.
 
+The prepare pattern (issue 17; `prepare-` in the test ids, v4 and v5 LZ4 by default): every DML
+statement is rendered with its literals inline and PREPAREd (as gocql does with every statement it
+is given, and applications that call prepare() on each formatted statement), every third one
+keeping its last value as a marker of the client's own, then EXECUTEd (a batch: a BATCH of those).
+Also compared: each PREPARED answer as bytes (its id replaced by the rule it follows: MD5 of the
+text, or of a keyspace and the text; the v5 result metadata id, an MD5 over keyspace names, by a
+placeholder) and its warnings. It asserts that at least ANSWERED_FLOOR of those PREPAREs were
+answered from their shape.
+
 Combinations: protocol v4 / v5, without compression and with LZ4; each starts a fresh proxy with
 `--admission-threshold 1 --admin 127.0.0.1:<port>` and reads its /metrics at the end: one summary
 line per combination gives the statements, the differences (by class), the share of QUERYs
@@ -47,21 +56,31 @@ A longer run with other seeds, one command (about 2 minutes per seed and 10000 s
   AUTOPREP_GEN_SEED=1..10 AUTOPREP_GEN_COUNT=10000 .venv/bin/python -m pytest tests/python/test_generative.py -q
 """
 
+import hashlib
 import os
 import re
 import time
 import urllib.request
+import zlib
 
 import pytest
-from cassandra.cluster import NoHostAvailable
-from cassandra.protocol import ResultMessage, _ProtocolHandler, read_int
-from cassandra.query import BatchStatement, BatchType, SimpleStatement, tuple_factory
+from cassandra.cluster import NoHostAvailable, ResponseFuture
+from cassandra.protocol import PrepareMessage, ResultMessage, _ProtocolHandler, read_int
+from cassandra.query import (BatchStatement, BatchType, PreparedStatement, SimpleStatement,
+                             tuple_factory)
 
 import gen_statements as gen
 from conftest import _free_port, run_proxy
 from difftools import Noise, own_or_shared, make_cluster
 
 COMBOS = [(4, None), (4, "lz4"), (5, None), (5, "lz4")]
+# The other legacy pattern (issue 17): every DML statement rendered with its literals inline
+# and PREPAREd, then EXECUTEd (as gocql does with every statement it is given); every third one
+# keeps its last value as a marker of the client's own. Two combinations by default.
+PREPARE_COMBOS = [(4, None), (5, "lz4")]
+RUNS = ([("query", pv, c) for pv, c in COMBOS]
+        + [("prepare", pv, c) for pv, c in PREPARE_COMBOS])
+DML = ("SELECT", "INSERT", "UPDATE", "DELETE", "BEGIN")
 
 
 def _seeds():
@@ -83,12 +102,21 @@ SHOW = int(os.environ.get("AUTOPREP_GEN_SHOW", "60"))
 # keyspace) that the proxy must rewrite. The rest are statements the server refuses (their shapes
 # never prepare), values the encoder leaves to the server, and timestamps without a zone.
 REWRITTEN_FLOOR = 0.70
+# The prepare pattern: share of the PREPAREs of DML with literals inline answered from their
+# shape (the rest: literals the encoder leaves to the server, statements the server refuses).
+ANSWERED_FLOOR = 0.70
 
 
 # --- raw results: the cells' bytes, as the server sent them --------------------------------------
 
 class RawResultMessage(ResultMessage):
-    """A RESULT whose rows keep each cell's raw bytes (None for null) instead of decoding them."""
+    """A RESULT whose rows keep each cell's raw bytes (None for null) instead of decoding them,
+    and whose Prepared result keeps its bytes as the server wrote them (`raw_prepared`)."""
+
+    def recv_results_prepared(self, f, protocol_version, user_type_map):
+        start = f.tell()
+        super().recv_results_prepared(f, protocol_version, user_type_map)
+        self.raw_prepared = f.getvalue()[start:f.tell()]
 
     def recv_results_rows(self, f, protocol_version, user_type_map, result_metadata,
                           column_encryption_policy):
@@ -183,8 +211,54 @@ class Side:
                 sc.bytes(m.paging_state), tuple(sc.text(w) for w in m.warnings or ()),
                 repr(m.custom_payload), getattr(m, "result_metadata_id", None), extra)
 
-    def run(self, step):
-        """What a client can observe of one step."""
+    def label_id(self, qid, text):
+        """Which rule a prepared id follows (`Cassandra's QueryProcessor.computeId`): MD5 of the
+        text, or of a keyspace of this side and the text; ids differ between sides (their
+        keyspace names do), the rule must not."""
+        for label, prefix in (("text", ""), ("A+text", self.names["@A@"]),
+                              ("B+text", self.names["@B@"])):
+            if hashlib.md5((prefix + text).encode()).digest() == qid:
+                return label
+        return "other id " + qid.hex()
+
+    def prepare(self, text):
+        """PREPAREs `text` as Session.prepare does; returns the statement and what the client
+        observes of the answer: the Prepared message's bytes (the id replaced by the rule it
+        follows, keyspace names scrubbed) and the warnings."""
+        s = self.session
+        rf = ResponseFuture(s, PrepareMessage(query=text, keyspace=None), query=None, timeout=60)
+        rf._protocol_handler = s.client_protocol_handler
+        responses = []
+        orig = rf._set_result
+
+        def spy(host, connection, pool, response):
+            responses.append(response)
+            return orig(host, connection, pool, response)
+
+        rf._set_result = spy
+        rf.send_request()
+        m = rf.result().one()
+        ps = PreparedStatement.from_message(
+            m.query_id, m.bind_metadata, m.pk_indexes, self.cluster.metadata, text, None, self.pv,
+            m.column_metadata, m.result_metadata_id, self.cluster.column_encryption_policy)
+        self.cluster.add_prepared(m.query_id, ps)
+        r = responses[-1]
+        label = self.label_id(m.query_id, text)
+        raw = r.raw_prepared.replace(m.query_id, label.encode())
+        if m.result_metadata_id:
+            # An MD5 of the result metadata, whose keyspace names differ between sides (the
+            # metadata itself is compared, scrubbed).
+            raw = raw.replace(m.result_metadata_id, b"<result metadata id>")
+        warnings = tuple(self.scrub.text(w.replace(m.query_id.hex(), label))
+                         for w in r.warnings or ())
+        return ps, ("PREPARED", label, self.scrub.bytes(raw), warnings)
+
+    def run(self, step, pattern="query"):
+        """What a client can observe of one step; `pattern` "prepare": DML is rendered with its
+        literals inline and prepared, then executed."""
+        if pattern == "prepare" and (step.kind == "batch" or step.kind == "query" and
+                                     step.text.lstrip().upper().startswith(DML)):
+            return self.run_prepared(step)
         names = self.names
         if step.kind == "batch":
             st = BatchStatement(batch_type=getattr(BatchType, step.batch_type),
@@ -212,6 +286,48 @@ class Side:
         except Exception as e:  # the class and message are what the client sees
             return ("error", tuple(self.page(m) for m in responses), type(e).__name__,
                     self.scrub.text(str(e)))
+
+    def run_prepared(self, step):
+        """A step of the prepare pattern: each statement's text rendered with its literals,
+        PREPAREd, and EXECUTEd (a batch: a BATCH of those). Every third statement keeps its
+        last value as a marker of the client's own."""
+        names = self.names
+        texts = ([(t, p) for t, p in step.children] if step.kind == "batch"
+                 else [(step.text, step.params)])
+        prepared, observed = [], []
+        responses = []
+        try:
+            for text, params in texts:
+                # Chosen from the text before the keyspace names: the same on both sides.
+                keep_marker = zlib.crc32(text.encode()) % 3 == 0
+                text, params = subst(text, names), tuple(params or ())
+                bound = ()
+                if params and keep_marker:
+                    head, _, tail = text.rpartition("%s")
+                    text, params, bound = head + "?" + tail, params[:-1], params[-1:]
+                ps, obs = self.prepare(gen.render(text, params) if params else text)
+                prepared.append((ps, bound))
+                observed.append(obs)
+            if step.kind == "batch":
+                st = BatchStatement(batch_type=getattr(BatchType, step.batch_type),
+                                    session=self.session)
+                for ps, bound in prepared:
+                    st.add(ps, bound)
+            else:
+                ps, bound = prepared[0]
+                st = ps.bind(bound)
+                st.fetch_size = step.fetch
+            rf, responses = self.send(st, None)
+            rs = rf.result()
+            while rs.has_more_pages:
+                rs.fetch_next_page()
+            return ("ok", tuple(self.page(m) for m in responses), ("PREPARES", *observed))
+        except NoHostAvailable as e:
+            return ("error", tuple(self.page(m) for m in responses), type(e).__name__,
+                    e.args[0] if e.args else "", ("PREPARES", *observed))
+        except Exception as e:
+            return ("error", tuple(self.page(m) for m in responses), type(e).__name__,
+                    self.scrub.text(str(e)), ("PREPARES", *observed))
 
     def table(self, names, slot, table):
         """Every row of a table of `names` (order-independent), its columns, or the error."""
@@ -249,6 +365,10 @@ def read_metrics(admin):
         m = re.match(r'autoprep_queries_total\{outcome="(\w+)",reason="([^"]*)"\} (\d+)', line)
         if m:
             out[(m.group(1), m.group(2))] = int(m.group(3))
+        m = re.match(r'autoprep_literal_(prepares|executes)_total'
+                     r'\{outcome="(\w+)",reason="([^"]*)"\} (\d+)', line)
+        if m:
+            out[(m.group(1), m.group(2), m.group(3))] = int(m.group(4))
     return out
 
 
@@ -277,6 +397,9 @@ def _message(obs):
 def classify(do, po, diverged):
     """A short label of how a direct observation `do` and a proxy one `po` differ. `diverged`:
     an earlier write already differed, so differing rows may be its consequence."""
+    prepares = lambda obs: obs[-1] if obs[-1][:1] == ("PREPARES",) else None
+    if prepares(do) != prepares(po):
+        return f"other PREPARED answer: direct {prepares(do)} / proxy {prepares(po)}"[:300]
     if do[0] != po[0]:
         if do[0] == "ok":
             return f"direct OK, proxy error: {_message(po)}"
@@ -314,7 +437,7 @@ def classify(do, po, diverged):
 WRITES = ("INSERT", "UPDATE", "DELETE", "BEGIN", "<DRIVER")
 
 
-def short(obs, limit=700):
+def short(obs, limit=int(os.environ.get("AUTOPREP_GEN_SHORT", "700"))):
     s = repr(obs)
     return s if len(s) <= limit else s[:limit] + f"... ({len(s)} chars)"
 
@@ -323,13 +446,17 @@ def short(obs, limit=700):
 
 @pytest.mark.timeout(240 + int(COUNT * 0.4))
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("pv,compression", COMBOS, ids=[f"v{p}-{c or 'none'}" for p, c in COMBOS])
-def test_generative_differential(node, run_id, seed, pv, compression, tmp_path, record_property,
-                                 capsys):
+@pytest.mark.parametrize("pattern,pv,compression", RUNS,
+                         ids=[("" if p == "query" else "prepare-") + f"v{v}-{c or 'none'}"
+                              for p, v, c in RUNS])
+def test_generative_differential(node, run_id, seed, pattern, pv, compression, tmp_path,
+                                 record_property, capsys):
     combo = f"v{pv}-{compression or 'none'}"
     generator = gen.Generator(f"{seed}/{combo}", COUNT)
+    if pattern == "prepare":
+        combo = "prepare-" + combo
     steps = generator.steps()
-    tag = f"{run_id}{pv}{(compression or 'n')[0]}"
+    tag = f"{run_id}{pv}{(compression or 'n')[0]}{pattern[0]}"
     names = {side: {"@A@": f"gen{tag}{side[0]}a", "@B@": f"gen{tag}{side[0]}b"}
              for side in ("direct", "proxy")}
     ddl = gen.schema_ddl(gen.initial_schema())
@@ -350,12 +477,12 @@ def test_generative_differential(node, run_id, seed, pv, compression, tmp_path, 
                 for s in (direct, via):
                     s.session.execute(f"USE {s.names['@A@']}")
                 t1 = time.monotonic()
-                d_obs = [direct.run(st) for st in steps]
+                d_obs = [direct.run(st, pattern) for st in steps]
                 t_direct = time.monotonic() - t1
                 noise = Noise(node.host, node.port, NOISE)
                 try:
                     t1 = time.monotonic()
-                    p_obs = [via.run(st) for st in steps]
+                    p_obs = [via.run(st, pattern) for st in steps]
                     t_proxy = time.monotonic() - t1
                 finally:
                     noise.stop()
@@ -392,7 +519,18 @@ def test_generative_differential(node, run_id, seed, pv, compression, tmp_path, 
                    for slot, t, d, p in tables if d != p]
 
     rewritten = metrics.get(("rewritten", ""), 0)
-    passthrough = {r: n for (o, r), n in metrics.items() if o == "passthrough" and n}
+    passthrough = {k[1]: n for k, n in metrics.items()
+                   if len(k) == 2 and k[0] == "passthrough" and n}
+    # The prepare pattern: PREPAREs with literals answered from their shape, and EXECUTEs (and
+    # batch children) of them run as the shape.
+    answered = metrics.get(("prepares", "answered", ""), 0)
+    prepares_passed = {k[2]: n for k, n in metrics.items()
+                       if k[:2] == ("prepares", "passed") and n}
+    executes = metrics.get(("executes", "rewritten", ""), 0)
+    executes_passed = {k[2]: n for k, n in metrics.items()
+                       if k[:2] == ("executes", "passed") and n}
+    literal_prepares = answered + sum(prepares_passed.values())
+    answered_share = answered / literal_prepares if literal_prepares else 0.0
     total = rewritten + sum(passthrough.values())
     # Literal-bearing DML: everything but USE, DDL and statements without literals.
     not_candidates = {"use", "not dml", "no literals"}
@@ -409,6 +547,13 @@ def test_generative_differential(node, run_id, seed, pv, compression, tmp_path, 
                f"({rewritten}/{total} of all QUERYs); pass-through: "
                + ", ".join(f"{r or '?'}={n}" for r, n in sorted(passthrough.items(),
                                                                   key=lambda x: -x[1]))
+               + (f"; literal PREPAREs answered from their shape {answered}/{literal_prepares} = "
+                  f"{answered_share:.1%} (passed: "
+                  + ", ".join(f"{r}={n}" for r, n in sorted(prepares_passed.items(),
+                                                            key=lambda x: -x[1]))
+                  + f"), their EXECUTEs run as the shape {executes} (passed: "
+                  + ", ".join(f"{r}={n}" for r, n in executes_passed.items()) + ")"
+                  if pattern == "prepare" else "")
                + f"; schema {t_schema:.0f} s, direct {t_direct:.0f} s, proxy {t_proxy:.0f} s, "
                  f"total {elapsed:.0f} s")
     report = tmp_path / "differences.txt"
@@ -430,5 +575,7 @@ def test_generative_differential(node, run_id, seed, pv, compression, tmp_path, 
         summary + "\n\nFirst example of each class:\n" +
         "\n".join(e for _, e in list(classes.values())[:SHOW]) + ("\n" if table_diffs else "")
         + "\n".join(table_diffs[:SHOW]))
-    if "--rewrite" not in PROXY_ARGS:
+    if "--rewrite" not in PROXY_ARGS and pattern == "query":
         assert repeat_share >= REWRITTEN_FLOOR, summary
+    if "--rewrite" not in PROXY_ARGS and pattern == "prepare":
+        assert answered_share >= ANSWERED_FLOOR and executes > 0, summary

@@ -212,6 +212,15 @@ impl PreparedCache {
         }
     }
 
+    /// The entry prepared for a shape on a node, if there is one, without counting a
+    /// sighting (for a statement whose shape the proxy already resolved).
+    pub fn ready(&self, node: NodeId, hash: ShapeHash) -> Option<Arc<PreparedEntry>> {
+        self.lock()
+            .ready
+            .get(&(node, hash))
+            .map(|r| r.entry.clone())
+    }
+
     /// Records a successful PREPARE; returns how many entries were evicted to make room.
     pub fn prepared(&self, node: NodeId, hash: ShapeHash, entry: PreparedEntry) -> usize {
         let mut g = self.lock();
@@ -410,6 +419,7 @@ mod tests {
             pk_indexes: vec![],
             result_metadata: Bytes::new(),
             tables: vec![("ks".into(), text.into())],
+            prepared_message: bytes::Bytes::new(),
         }
     }
 

@@ -26,6 +26,10 @@ pub struct PreparedEntry {
     /// Every (keyspace, table) the statement touches, as the PREPARED answer proved them: a
     /// schema change of one of them drops the entry (see [`crate::PreparedCache::schema_changed`]).
     pub tables: Vec<(String, String)>,
+    /// The PREPARED message the server answered (result kind onward), from which the answer
+    /// to a client's PREPARE of a statement of this shape with literals inline is built;
+    /// empty where unknown.
+    pub prepared_message: Bytes,
 }
 
 impl PreparedEntry {
@@ -41,6 +45,7 @@ impl PreparedEntry {
             + self.bind_types.len() * 48
             + self.pk_indexes.len() * 2
             + self.result_metadata.len()
+            + self.prepared_message.len()
             + self
                 .tables
                 .iter()

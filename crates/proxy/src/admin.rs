@@ -205,6 +205,7 @@ pub fn metrics_text(ctx: &Context) -> String {
     let mut out = String::with_capacity(8 * 1024);
     ctx.metrics
         .encode(&ctx.cache.stats(), ctx.shapes.len(), &mut out);
+    ctx.metrics.encode_literals(ctx.literals.stats(), &mut out);
     let expiry = TlsExpiry {
         client: ctx
             .client_tls

@@ -61,6 +61,13 @@ pub struct Config {
     /// read the cluster from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_local_dc: Option<String>,
+    /// Answer a client's PREPARE of a statement with literals inline from its shape (see
+    /// `literal_prepare`).
+    pub prepare_literals: bool,
+    /// Most bytes (approximate) the map of statements prepared with literals inline holds;
+    /// beyond it the least recently used are forgotten (their EXECUTEs are answered
+    /// UNPREPARED by the server, and the driver prepares them again).
+    pub literal_statements_bytes: usize,
     /// Most prepared statements kept in the proxy's cache.
     pub cache_entries: usize,
     /// Most bytes (approximate) the proxy's prepared cache holds.
@@ -137,6 +144,8 @@ impl Default for Config {
             rewrite: true,
             routing: true,
             routing_local_dc: None,
+            prepare_literals: true,
+            literal_statements_bytes: 16 * 1024 * 1024,
             cache_entries: 10_000,
             cache_bytes: 64 * 1024 * 1024,
             admission_threshold: 2,

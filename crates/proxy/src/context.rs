@@ -37,6 +37,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Statistics of the most executed statement shapes (`/shapes`).
     pub shapes: Shapes,
+    /// The statements clients prepared with literals inline (`--prepare-literals`).
+    pub literals: crate::literal_prepare::LiteralStatements,
     /// Set while the data listener accepts connections (`/ready` needs it).
     pub listening: AtomicBool,
     /// Connection admission and the drain phase (`/ready` answers 503 once draining).
@@ -86,6 +88,7 @@ impl Context {
             encode: EncodeOptions { server_time_zone },
             metrics: Metrics::default(),
             shapes: Shapes::default(),
+            literals: crate::literal_prepare::LiteralStatements::new(cfg.literal_statements_bytes),
             listening: AtomicBool::new(false),
             lifecycle: Lifecycle::new(cfg.max_client_connections),
             refusals: Refusals::default(),

@@ -8,6 +8,8 @@
 //!   thread.
 //! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
+//! - [`literal_prepare`]: PREPAREs of statements with literals inline, answered from their
+//!   shape, and their EXECUTEs.
 //! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
 //! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
@@ -37,6 +39,7 @@ pub mod context;
 pub mod flavor;
 pub mod lifecycle;
 pub mod limit;
+pub mod literal_prepare;
 pub mod log_filter;
 pub mod metrics;
 pub mod prepare_proof;

@@ -7,6 +7,7 @@
 //! own locks (prometheus-client's histogram takes a lock per observation) and registry types
 //! on the data path for a format that is a few lines of `write!`.
 
+use crate::literal_prepare::LiteralStats;
 use crate::streams::Tag;
 use autoprep_cache::CacheStats;
 use autoprep_protocol::envelope::Opcode;
@@ -63,6 +64,29 @@ pub struct Metrics {
     pub tls_reloads_ok: AtomicU64,
     /// TLS files that changed but could not be used (the previous material stayed in use).
     pub tls_reloads_error: AtomicU64,
+    /// Client PREPAREs of statements with literals inline answered from their shape, and
+    /// those passed through by why (see [`crate::literal_prepare`]).
+    literal_prepares_answered: AtomicU64,
+    literal_prepares_passed: Mutex<BTreeMap<&'static str, u64>>,
+    /// EXECUTEs (and BATCH children) of such statements run as the shape, and those sent as
+    /// they were by why.
+    literal_executes_rewritten: AtomicU64,
+    literal_executes_passed: Mutex<BTreeMap<&'static str, u64>>,
+    /// PREPAREs of a client's own statement with literals inline the proxy sent, so that the
+    /// server knows the id before a request that could not run as the shape.
+    pub literal_materialized: AtomicU64,
+}
+
+/// Adds one to the count of `reason` in `map`.
+fn count_reason(map: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str) {
+    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+    *m.entry(reason).or_default() += 1;
+}
+
+/// The counts of `map`, by reason.
+fn reason_counts(map: &Mutex<BTreeMap<&'static str, u64>>) -> Vec<(&'static str, u64)> {
+    let m = map.lock().unwrap_or_else(|p| p.into_inner());
+    m.iter().map(|(k, v)| (*k, *v)).collect()
 }
 
 /// The end of validity (seconds since the Unix epoch) of the certificate the proxy presents on
@@ -100,8 +124,25 @@ impl Metrics {
 
     /// Counts a QUERY that went to the server unchanged, and why.
     pub fn passthrough(&self, reason: &'static str) {
-        let mut m = self.passthrough.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry(reason).or_default() += 1;
+        count_reason(&self.passthrough, reason);
+    }
+
+    /// Counts a client PREPARE of a statement with literals inline: answered from its shape
+    /// (`Ok`) or passed through for a reason.
+    pub fn literal_prepare(&self, outcome: Result<(), &'static str>) {
+        match outcome {
+            Ok(()) => Self::inc(&self.literal_prepares_answered),
+            Err(reason) => count_reason(&self.literal_prepares_passed, reason),
+        }
+    }
+
+    /// Counts an EXECUTE (or BATCH child) of a statement prepared with literals inline: run as
+    /// its shape (`Ok`) or sent as it was for a reason.
+    pub fn literal_execute(&self, outcome: Result<(), &'static str>) {
+        match outcome {
+            Ok(()) => Self::inc(&self.literal_executes_rewritten),
+            Err(reason) => count_reason(&self.literal_executes_passed, reason),
+        }
     }
 
     /// An EXECUTE with a partition key went home (its client connection's node) for `reason`.
@@ -110,8 +151,7 @@ impl Metrics {
             self.routed_home_replica.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry(reason).or_default() += 1;
+        count_reason(&self.routed_home, reason);
     }
 
     /// An EXECUTE went to the replica `node`.
@@ -130,8 +170,7 @@ impl Metrics {
 
     /// Pass-through counts by reason.
     pub fn passthrough_reasons(&self) -> Vec<(&'static str, u64)> {
-        let m = self.passthrough.lock().unwrap_or_else(|p| p.into_inner());
-        m.iter().map(|(k, v)| (*k, *v)).collect()
+        reason_counts(&self.passthrough)
     }
 
     /// Adds one to a counter.
@@ -239,8 +278,7 @@ impl Metrics {
             load(&self.routed_replica),
         );
         let home: Vec<_> = {
-            let m = self.routed_home.lock().unwrap_or_else(|p| p.into_inner());
-            let mut v: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+            let mut v = reason_counts(&self.routed_home);
             let n = load(&self.routed_home_replica);
             if n > 0 {
                 v.push((HOME_IS_THE_REPLICA, n));
@@ -434,6 +472,67 @@ impl Metrics {
         );
         self.request_duration
             .encode("autoprep_request_duration_seconds", &mut e);
+    }
+
+    /// Writes the metrics of the statements clients prepared with literals inline (see
+    /// [`crate::literal_prepare`]); `map` is a snapshot of their map.
+    pub fn encode_literals(&self, map: LiteralStats, out: &mut String) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut e = Encoder(out);
+        for (name, help, ok, answered, passed) in [
+            (
+                "autoprep_literal_prepares_total",
+                "Client PREPAREs of statements with literals inline: answered from the statement's shape, or passed through to the server (with why).",
+                "answered",
+                &self.literal_prepares_answered,
+                &self.literal_prepares_passed,
+            ),
+            (
+                "autoprep_literal_executes_total",
+                "EXECUTEs and BATCH children of statements prepared with literals inline: run as an EXECUTE of the shape, or sent as they were (with why; the server then answers UNPREPARED and the driver prepares again).",
+                "rewritten",
+                &self.literal_executes_rewritten,
+                &self.literal_executes_passed,
+            ),
+        ] {
+            e.head(name, "counter", help);
+            e.sample(name, &[("outcome", ok), ("reason", "")], load(answered));
+            for (reason, n) in reason_counts(passed) {
+                e.sample(name, &[("outcome", "passed"), ("reason", reason)], n);
+            }
+        }
+        e.head(
+            "autoprep_literal_server_prepares_total",
+            "counter",
+            "PREPAREs of a client's statement with literals inline the proxy sent to the server itself, before a request naming its id that could not run as the shape (so the server knows the id).",
+        );
+        e.sample(
+            "autoprep_literal_server_prepares_total",
+            &[],
+            load(&self.literal_materialized),
+        );
+        e.head(
+            "autoprep_literal_statements",
+            "gauge",
+            "Statements prepared with literals inline the proxy answered for and still holds.",
+        );
+        e.sample("autoprep_literal_statements", &[], map.entries as u64);
+        e.head(
+            "autoprep_literal_statements_bytes",
+            "gauge",
+            "Approximate size of those statements (bounded by literal_statements_bytes).",
+        );
+        e.sample("autoprep_literal_statements_bytes", &[], map.bytes as u64);
+        e.head(
+            "autoprep_literal_statements_evicted_total",
+            "counter",
+            "Statements prepared with literals inline forgotten to stay within literal_statements_bytes.",
+        );
+        e.sample(
+            "autoprep_literal_statements_evicted_total",
+            &[],
+            map.evicted,
+        );
     }
 
     /// Writes the TLS metrics: reloads by result, and the expiry of the certificates in use.

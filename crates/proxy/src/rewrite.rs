@@ -179,7 +179,7 @@ fn pass(reason: &'static str) -> Decision {
 }
 
 /// A request frame under construction: header space, then the custom payload if any.
-fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
+pub(crate) fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
     let mut frame = BytesMut::with_capacity(HEADER_LEN + capacity);
     frame.put_bytes(0, HEADER_LEN);
     if let Some(cp) = custom_payload {
@@ -190,7 +190,7 @@ fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
 
 /// Writes the header of a finished request frame built from the client's `header`. The frame
 /// goes uncompressed: the compression flag is per envelope in v3/v4.
-fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMut {
+pub(crate) fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMut {
     let h = Header {
         version: header.version,
         direction: Direction::Request,
@@ -508,6 +508,20 @@ pub fn decide_batch(
         let text = match child.query {
             BatchQuery::Prepared(id) => {
                 let start = scratch.len();
+                // A statement the client prepared with literals inline runs as its shape.
+                match crate::literal_prepare::batch_child(ctx, node, id, child.values, scratch) {
+                    Some(Ok((hash, shape_id, n))) => {
+                        ctx.metrics.literal_execute(Ok(()));
+                        children.push((shape_id.clone(), n, start..scratch.len()));
+                        prepared.push((hash, shape_id));
+                        continue;
+                    }
+                    Some(Err(reason)) => {
+                        ctx.metrics.literal_execute(Err(reason));
+                        return pass(reason);
+                    }
+                    None => {}
+                }
                 scratch.extend_from_slice(child.values.raw);
                 children.push((
                     Bytes::copy_from_slice(id),
@@ -663,6 +677,7 @@ mod tests {
                 pk_indexes: vec![0],
                 result_metadata: Bytes::new(),
                 tables: vec![("ks".into(), "t".into())],
+                prepared_message: bytes::Bytes::new(),
             },
         );
         let conn = ConnKeyspace {

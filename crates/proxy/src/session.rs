@@ -13,6 +13,7 @@
 
 use crate::context::Context;
 use crate::lifecycle;
+use crate::literal_prepare;
 use crate::metrics::Metrics;
 use crate::prepare_proof;
 use crate::protocol_error;
@@ -20,7 +21,7 @@ use crate::replica;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
 use crate::shapes::{self, ShapeRef};
-use crate::streams::{Pending, StreamTable};
+use crate::streams::{LiteralRequest, Pending, StreamTable};
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use crate::{socket, tls, upstream};
@@ -75,6 +76,10 @@ struct State {
     /// The proxy's own PREPAREs in flight whose keyspace the server takes from the
     /// connection (see [`hold_use`]).
     exposed_prepares: u32,
+    /// The client was given Cassandra's once-per-connection warning about `USE` with
+    /// prepared statements (by the server, or by the proxy answering a PREPARE: see
+    /// [`literal_prepare`]).
+    use_warning_given: bool,
 }
 
 #[derive(Debug)]
@@ -508,6 +513,57 @@ async fn forward_request(
             return send_upstream(to_upstream, frame, up).await;
         }
     }
+    if header.opcode == Opcode::EXECUTE && rewrite && ctx.literals.holds_any() {
+        let (compression, keyspace, settled) = {
+            let st = shared.lock();
+            (st.compression, st.keyspace.clone(), st.use_in_flight == 0)
+        };
+        let decided = plain_body(&env, compression, ctx.cfg.max_frame_bytes).and_then(|b| {
+            literal_prepare::decide_execute(ctx, shared.node, &header, &b, &mut scratch.values)
+        });
+        match decided {
+            Some(literal_prepare::Executed {
+                decision: Decision::Execute { frame, used, route },
+                statement,
+            }) => {
+                ctx.metrics.literal_execute(Ok(()));
+                let shape = statement.shape();
+                let same_keyspace = settled && keyspace.as_deref() == statement.keyspace();
+                let rewritten = Rewritten {
+                    stream,
+                    original: env.into_frame().freeze(),
+                    version: header.version,
+                    used,
+                    route,
+                    topology: None,
+                    same_keyspace,
+                    client_execute: true,
+                    literals: vec![statement],
+                };
+                return send_rewritten(ctx, shared, to_upstream, frame, rewritten, Some(shape))
+                    .await;
+            }
+            Some(literal_prepare::Executed {
+                decision: Decision::PassThrough { reason, .. },
+                statement,
+            }) => {
+                // The server never saw the id: it learns it first.
+                ctx.metrics.literal_execute(Err(reason));
+                let original = env.into_frame().freeze();
+                return materialize(
+                    ctx,
+                    shared,
+                    to_upstream,
+                    stream,
+                    vec![statement],
+                    original,
+                    None,
+                )
+                .await;
+            }
+            None => {}
+        }
+    }
     let topology_candidate = is_query
         || header.opcode == Opcode::PREPARE
         || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
@@ -537,6 +593,22 @@ async fn forward_request(
             && query
                 .as_ref()
                 .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
+        let literal_candidate = header.opcode == Opcode::PREPARE
+            && rewrite
+            && ctx.cfg.prepare_literals
+            && topology.is_none();
+        if let (true, Some(b)) = (literal_candidate, &body) {
+            let c = literal_prepare::ClientPrepare {
+                stream,
+                header,
+                body: Bytes::copy_from_slice(b),
+                original: Bytes::copy_from_slice(env.as_bytes()),
+            };
+            match literal_prepare_request(c, true, ctx, shared, to_upstream).await? {
+                Ok(()) => return Ok(()),
+                Err(c) => return pass_client_prepare(c, ctx, shared, to_upstream).await,
+            }
+        }
         if !(rewrite && (is_query || is_batch)) {
             let client_prepare =
                 (header.opcode == Opcode::PREPARE && topology.is_none() && ctx.cluster.enabled())
@@ -562,38 +634,23 @@ async fn forward_request(
         match decision {
             Decision::Execute { frame, used, route } => {
                 Metrics::inc(&ctx.metrics.queries_rewritten);
-                let original = env.into_frame().freeze();
-                let frame = match route {
-                    Some(route) if topology.is_none() => {
-                        let Used::One { hash, .. } = &used else {
-                            unreachable!("a QUERY rewrites into one EXECUTE")
-                        };
-                        let routed = routing::Request {
-                            stream,
-                            original: original.clone(),
-                            version: header.version,
-                            hash: Some(*hash),
-                            same_keyspace: true,
-                        };
-                        let outcome = routing::route(ctx, shared, frame, route, routed).await;
-                        if let Some(s) = &shape {
-                            s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
-                        }
-                        match outcome {
-                            Ok(()) => return Ok(()),
-                            Err((frame, _)) => frame,
-                        }
-                    }
-                    _ => frame,
+                let literals = match &body {
+                    Some(b) if is_batch => literal_prepare::statements_in(ctx, &header, b),
+                    _ => Vec::new(),
                 };
-                let pending = Pending::Rewritten {
+                let rewritten = Rewritten {
                     stream,
-                    original,
+                    original: env.into_frame().freeze(),
+                    version: header.version,
                     used,
+                    // A topology read's answer is rewritten at home.
+                    route: route.filter(|_| topology.is_none()),
                     topology,
+                    same_keyspace: true,
+                    client_execute: false,
+                    literals,
                 };
-                let up = allocate(shared, to_upstream, pending, shape).await;
-                return send_upstream(to_upstream, frame, up).await;
+                return send_rewritten(ctx, shared, to_upstream, frame, rewritten, shape).await;
             }
             Decision::PassThrough {
                 reason,
@@ -607,11 +664,21 @@ async fn forward_request(
                     st.use_in_flight += 1;
                     st.keyspace_epoch += 1;
                 }
-                let pending = as_sent(stream, use_keyspace, topology, schema_change);
-                let up = allocate(shared, to_upstream, pending, shape).await;
-                send_upstream(to_upstream, env.into_frame(), up).await?;
+                let literals = match &body {
+                    Some(b) if is_batch => literal_prepare::statements_in(ctx, &header, b),
+                    _ => Vec::new(),
+                };
+                if literals.is_empty() {
+                    let pending = as_sent(stream, use_keyspace, topology, schema_change);
+                    let up = allocate(shared, to_upstream, pending, shape).await;
+                    send_upstream(to_upstream, env.into_frame(), up).await?;
+                } else {
+                    // A batch of statements the server never saw: it learns them first.
+                    let original = env.into_frame().freeze();
+                    materialize(ctx, shared, to_upstream, stream, literals, original, None).await?;
+                }
                 for p in prepare {
-                    send_prepare(p, header.version, ctx, shared, to_upstream).await?;
+                    send_prepare(p, header.version, ctx, shared, to_upstream, None).await?;
                 }
                 return Ok(());
             }
@@ -619,6 +686,129 @@ async fn forward_request(
     }
     let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
     send_upstream(to_upstream, env.into_frame(), up).await
+}
+
+/// A client request the proxy rewrote into an EXECUTE (or a BATCH of prepared statements).
+struct Rewritten {
+    stream: i16,
+    /// What the client sent (replayed if the server no longer knows the shape).
+    original: Bytes,
+    version: ProtocolVersion,
+    used: Used,
+    route: Option<rewrite::Route>,
+    topology: Option<topology::Read>,
+    /// The client connection's keyspace is the statement's (see `routing::Request`).
+    same_keyspace: bool,
+    /// The client sent an EXECUTE (see `Pending::Rewritten`).
+    client_execute: bool,
+    /// See `Pending::Rewritten`.
+    literals: Vec<Arc<literal_prepare::Statement>>,
+}
+
+/// Sends a rewritten request: to a replica of its partition when routing finds one ready,
+/// else home.
+async fn send_rewritten(
+    ctx: &Arc<Context>,
+    shared: &Arc<Shared>,
+    to_upstream: &Outbox,
+    frame: BytesMut,
+    r: Rewritten,
+    shape: Option<ShapeRef>,
+) -> Result<(), End> {
+    let frame = match r.route {
+        Some(route) => {
+            let hash = match &r.used {
+                // A QUERY's answer loses the v5 metadata-changed flag; an EXECUTE's keeps it.
+                Used::One { hash, .. } if !r.client_execute => Some(*hash),
+                _ => None,
+            };
+            let routed = routing::Request {
+                stream: r.stream,
+                original: r.original.clone(),
+                version: r.version,
+                hash,
+                same_keyspace: r.same_keyspace,
+            };
+            let outcome = routing::route(ctx, shared, frame, route, routed).await;
+            if let Some(s) = &shape {
+                s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
+            }
+            match outcome {
+                Ok(()) => return Ok(()),
+                Err((frame, _)) => frame,
+            }
+        }
+        None => frame,
+    };
+    let pending = Pending::Rewritten {
+        stream: r.stream,
+        original: r.original,
+        used: r.used,
+        topology: r.topology,
+        literals: (!r.literals.is_empty()).then(|| {
+            Box::new(LiteralRequest {
+                execute: r.client_execute,
+                statements: r.literals,
+            })
+        }),
+    };
+    let up = allocate(shared, to_upstream, pending, shape).await;
+    send_upstream(to_upstream, frame, up).await
+}
+
+/// Sends a client request that references statements prepared with literals inline the
+/// server never saw (see [`literal_prepare`]): first a PREPARE of each of `statements` (one
+/// after the other: the server runs a connection's requests concurrently), then `original` as
+/// the client sent it. `up`: the upstream id to reuse (from the upstream reader, whose answers
+/// are what frees ids), or `None` to take one.
+async fn materialize(
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &Outbox,
+    stream: i16,
+    mut statements: Vec<Arc<literal_prepare::Statement>>,
+    original: Bytes,
+    up: Option<i16>,
+) -> Result<(), End> {
+    let version = ProtocolVersion::from_byte(original[0] & 0x7f).unwrap_or(ProtocolVersion::V4);
+    let (frame, pending) = loop {
+        let Some(s) = statements.pop() else {
+            break (BytesMut::from(&original[..]), Pending::client(stream));
+        };
+        let keyspace = shared.lock().keyspace.clone();
+        let Some((frame, exposed)) = s.prepare_frame(version, keyspace.as_deref()) else {
+            continue;
+        };
+        Metrics::inc(&ctx.metrics.literal_materialized);
+        if exposed {
+            shared.lock().exposed_prepares += 1;
+        }
+        let pending = Pending::Materialize {
+            stream,
+            rest: statements,
+            original,
+            exposed,
+        };
+        break (frame, pending);
+    };
+    let up = match up {
+        Some(up) => {
+            shared.lock().streams.allocate_exact(up, pending);
+            up
+        }
+        None => allocate(shared, to_upstream, pending, None).await,
+    };
+    send_upstream(to_upstream, frame, up).await
+}
+
+/// One of the proxy's PREPAREs whose keyspace the server takes from the connection was
+/// answered (see [`hold_use`]).
+fn exposed_prepare_answered(shared: &Shared) {
+    let mut st = shared.lock();
+    st.exposed_prepares -= 1;
+    if st.exposed_prepares == 0 {
+        shared.prepares_answered.notify_waiters();
+    }
 }
 
 /// Holds a client's `USE` until every PREPARE of the proxy's own on the connection whose
@@ -795,8 +985,8 @@ mod routing {
         };
         Some(Pending::ClientPrepare {
             stream,
-            text: std::str::from_utf8(p.query).ok()?.to_owned(),
-            keyspace,
+            route: Some((std::str::from_utf8(p.query).ok()?.to_owned(), keyspace)),
+            names_keyspace: p.keyspace.is_some(),
         })
     }
 
@@ -843,6 +1033,7 @@ mod routing {
             pk_indexes,
             result_metadata: Bytes::new(),
             tables,
+            prepared_message: Bytes::new(),
         });
     }
 
@@ -1216,9 +1407,13 @@ async fn send_prepare(
     ctx: &Context,
     shared: &Shared,
     to_upstream: &Outbox,
+    client: Option<Box<literal_prepare::ClientPrepare>>,
 ) -> Result<(), End> {
     let Some(frame) = prepare_frame(version, &p.text, p.keyspace.as_deref()) else {
         ctx.cache.abandoned(shared.node, p.hash);
+        if let Some(c) = client {
+            return pass_client_prepare(*c, ctx, shared, to_upstream).await;
+        }
         return Ok(());
     };
     let epochs = Epochs::now(ctx, shared);
@@ -1236,11 +1431,115 @@ async fn send_prepare(
             keyspace: p.keyspace,
             epochs,
             exposed,
+            client,
         },
         None,
     )
     .await;
     send_upstream(to_upstream, frame, up).await
+}
+
+/// Sends a client's PREPARE of a statement with literals inline to the server as it was.
+async fn pass_client_prepare(
+    c: literal_prepare::ClientPrepare,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &Outbox,
+) -> Result<(), End> {
+    let pending = client_prepare_pending(ctx, shared, &c.header, c.stream, &c.body);
+    let up = allocate(shared, to_upstream, pending, None).await;
+    send_upstream(to_upstream, BytesMut::from(&c.original[..]), up).await
+}
+
+/// The pending entry of a client's PREPARE forwarded as it was (remembered for routing when
+/// routing is on).
+fn client_prepare_pending(
+    ctx: &Context,
+    shared: &Shared,
+    header: &Header,
+    stream: i16,
+    body: &[u8],
+) -> Pending {
+    let (keyspace, settled) = {
+        let st = shared.lock();
+        (st.keyspace.clone(), st.use_in_flight == 0)
+    };
+    let ks = rewrite::ConnKeyspace {
+        name: keyspace.as_deref(),
+        settled,
+    };
+    match routing::client_prepare(stream, header, Some(body), ks) {
+        Some(Pending::ClientPrepare {
+            stream,
+            route,
+            names_keyspace,
+        }) => Pending::ClientPrepare {
+            stream,
+            route: route.filter(|_| ctx.cluster.enabled()),
+            names_keyspace,
+        },
+        _ => Pending::client(stream),
+    }
+}
+
+/// Decides a client's PREPARE of a statement with literals inline (see [`literal_prepare`]):
+/// answers it here, or sends the PREPARE of its shape in its place; `Err` gives the PREPARE
+/// back to be forwarded as it is (the reason counted).
+async fn literal_prepare_request(
+    c: literal_prepare::ClientPrepare,
+    may_prepare: bool,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &Outbox,
+) -> Result<Result<(), literal_prepare::ClientPrepare>, End> {
+    let (keyspace, settled, use_warning_due) = {
+        let st = shared.lock();
+        (
+            st.keyspace.clone(),
+            st.use_in_flight == 0,
+            !st.use_warning_given,
+        )
+    };
+    let conn = literal_prepare::Conn {
+        node: shared.node,
+        keyspace: rewrite::ConnKeyspace {
+            name: keyspace.as_deref(),
+            settled,
+        },
+        use_warning_due,
+        may_prepare,
+    };
+    match literal_prepare::decide_prepare(ctx, &c.header, &c.body, conn, Instant::now()) {
+        literal_prepare::PrepareDecision::Answer { message, warning } => {
+            ctx.metrics.literal_prepare(Ok(()));
+            if warning.is_some() {
+                shared.lock().use_warning_given = true;
+            }
+            let frame = literal_prepare::answer_frame(
+                c.header.version,
+                c.stream,
+                &message,
+                warning.as_deref(),
+            );
+            shared
+                .client
+                .send(Out::Envelope(frame))
+                .await
+                .map_err(|_| End::WriterGone)?;
+            Ok(Ok(()))
+        }
+        literal_prepare::PrepareDecision::PrepareShape(p) => {
+            let version = c.header.version;
+            send_prepare(p, version, ctx, shared, to_upstream, Some(Box::new(c))).await?;
+            Ok(Ok(()))
+        }
+        literal_prepare::PrepareDecision::Pass(reason) => {
+            if reason != literal_prepare::NO_LITERAL {
+                ctx.metrics.literal_prepare(Err(reason));
+            }
+            Ok(Err(c))
+        }
+    }
 }
 
 /// The frame of a PREPARE of the proxy's own (`keyspace`: the v5 field).
@@ -1299,6 +1598,12 @@ async fn upstream_to_client(
                     }
                     Ok(None) => continue,
                     Err(end) => return end,
+                }
+            }
+            if env.header().flags.has(Flags::WARNING) && ctx.cfg.prepare_literals {
+                let compression = shared.lock().compression;
+                if carries_use_warning(&env, compression, ctx.cfg.max_frame_bytes) {
+                    shared.lock().use_warning_given = true;
                 }
             }
             let starts_framing = framed.is_none()
@@ -1365,6 +1670,62 @@ async fn upstream_to_client(
             Err(e) => return End::UpstreamIo(e),
         }
     }
+}
+
+/// The response `env` without Cassandra's warning about `USE` with prepared statements (a
+/// warning the server gives once per connection, which the client already had from the
+/// proxy). The body is rebuilt uncompressed.
+fn without_use_warning(env: Envelope, compression: Option<Compression>, max: usize) -> Envelope {
+    use autoprep_protocol::primitives::write_string;
+    let header = *env.header();
+    let rebuilt = (|| {
+        let body = plain_body(&env, compression, max)?;
+        let rb = ResponseBody::parse(&header, &body).ok()?;
+        let kept: Vec<&str> = rb
+            .warnings?
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?
+            .into_iter()
+            .filter(|w| !w.starts_with(literal_prepare::USE_WARNING_PREFIX))
+            .collect();
+        let mut out = Vec::with_capacity(body.len());
+        out.extend_from_slice(rb.tracing_id.unwrap_or_default());
+        if !kept.is_empty() {
+            out.extend_from_slice(&(kept.len() as u16).to_be_bytes());
+            for w in &kept {
+                write_string(&mut out, w).ok()?;
+            }
+        }
+        out.extend_from_slice(rb.custom_payload.unwrap_or_default());
+        out.extend_from_slice(rb.message);
+        let mut flags = header.flags.0 & !Flags::COMPRESSION;
+        if kept.is_empty() {
+            flags &= !Flags::WARNING;
+        }
+        Some(Envelope::new(
+            Header {
+                flags: Flags(flags),
+                ..header
+            },
+            &out,
+        ))
+    })();
+    rebuilt.unwrap_or(env)
+}
+
+/// Whether a response carries Cassandra's once-per-connection warning about `USE` with
+/// prepared statements (the proxy gives it to the client itself when it answers a PREPARE:
+/// see [`literal_prepare`]).
+fn carries_use_warning(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
+    let Some(body) = plain_body(env, compression, max) else {
+        return false;
+    };
+    ResponseBody::parse(env.header(), &body)
+        .ok()
+        .and_then(|rb| rb.warnings)
+        .is_some_and(|mut w| {
+            w.any(|m| m.is_ok_and(|m| m.starts_with(literal_prepare::USE_WARNING_PREFIX)))
+        })
 }
 
 /// Whether a server-initiated envelope (an EVENT) reaches the client (see [`topology`]).
@@ -1454,40 +1815,66 @@ async fn on_response(
             keyspace,
             epochs,
             exposed,
+            client,
         } => {
             if exposed {
-                let mut st = shared.lock();
-                st.exposed_prepares -= 1;
-                if st.exposed_prepares == 0 {
-                    shared.prepares_answered.notify_waiters();
-                }
+                exposed_prepare_answered(shared);
             }
             if Epochs::now(ctx, shared) != epochs {
                 // A USE or a schema change came between: the answer may describe either.
                 Metrics::inc(&ctx.metrics.prepares_unproven);
                 debug!("a PREPARE of the proxy's raced a USE or a schema change; not used");
                 ctx.cache.abandoned(shared.node, hash);
-                return Ok(None);
+            } else {
+                prepared(
+                    &env,
+                    shared.node,
+                    (hash, fingerprint),
+                    text,
+                    keyspace,
+                    ctx,
+                    compression(),
+                );
             }
-            prepared(
-                &env,
-                shared.node,
-                (hash, fingerprint),
-                text,
-                keyspace,
-                ctx,
-                compression(),
-            );
+            if let Some(c) = client {
+                // The client's PREPARE it stood in for: answered from the shape now, or sent
+                // as it was.
+                if let Err(c) = literal_prepare_request(*c, false, ctx, shared, to_upstream).await?
+                {
+                    pass_client_prepare(c, ctx, shared, to_upstream).await?;
+                }
+            }
             Ok(None)
         }
         Pending::ClientPrepare {
             stream,
-            text,
-            keyspace,
+            route,
+            names_keyspace,
         } => {
-            routing::client_prepared(ctx, &env, text, keyspace, compression());
+            if let Some((text, keyspace)) = route {
+                routing::client_prepared(ctx, &env, text, keyspace, compression());
+            }
+            let given = !names_keyspace && shared.lock().use_warning_given;
+            if given && env.header().flags.has(Flags::WARNING) {
+                env = without_use_warning(env, compression(), max);
+            }
             env.set_stream(StreamId(stream));
             Ok(Some(env))
+        }
+        Pending::Materialize {
+            stream,
+            rest,
+            original,
+            exposed,
+        } => {
+            if exposed {
+                exposed_prepare_answered(shared);
+            }
+            // Whatever the answer, the client's request goes on: if the server still does not
+            // know an id, it answers UNPREPARED, and the driver prepares it again.
+            let up = env.header().stream.0;
+            materialize(ctx, shared, to_upstream, stream, rest, original, Some(up)).await?;
+            Ok(None)
         }
         Pending::ClusterRead(part) => {
             let body = plain_body(&env, compression(), max);
@@ -1505,7 +1892,9 @@ async fn on_response(
             original,
             used,
             topology,
+            literals,
         } => {
+            let client_execute = literals.as_ref().is_some_and(|l| l.execute);
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for hash in used.with_id(&unknown) {
@@ -1513,6 +1902,16 @@ async fn on_response(
                     }
                     if ctx.flavors.is_scylla(shared.node) {
                         ctx.flavors.evicted(shared.node, Instant::now());
+                    }
+                    if let Some(literals) = literals {
+                        // The client's request names ids the server never saw: it learns them
+                        // first (replayed as it is, it would be answered UNPREPARED).
+                        Metrics::inc(&ctx.metrics.unprepared_recoveries);
+                        let up = Some(env.header().stream.0);
+                        let statements = literals.statements;
+                        materialize(ctx, shared, to_upstream, stream, statements, original, up)
+                            .await?;
+                        return Ok(None);
                     }
                     let pending = match topology {
                         Some(read) => Pending::Topology { stream, read },
@@ -1522,7 +1921,9 @@ async fn on_response(
                 }
             }
             let mut env = match &used {
-                Used::One { hash, id } if env.header().version >= ProtocolVersion::V5 => {
+                Used::One { hash, id }
+                    if env.header().version >= ProtocolVersion::V5 && !client_execute =>
+                {
                     without_metadata_change(env, shared.node, *hash, id, ctx)
                 }
                 _ => env,
@@ -1692,6 +2093,7 @@ fn prepared(
             pk_indexes: p.bind.pk_indexes().collect(),
             result_metadata: Bytes::copy_from_slice(p.result.columns.map_or(&[][..], |c| c.raw())),
             tables,
+            prepared_message: Bytes::copy_from_slice(rb.message),
         }))
     })();
     match entry {

@@ -89,6 +89,12 @@ pub struct ShapeStats {
     prepare_failures: AtomicU64,
     latency_nanos: AtomicU64,
     latency_samples: AtomicU64,
+    /// The other legacy pattern (see [`crate::literal_prepare`]): PREPAREs of statements of
+    /// this shape with literals inline answered from the shape, those passed through (by
+    /// why), and EXECUTEs of such statements run as the shape.
+    literal_answered: AtomicU64,
+    literal_passed: Reasons,
+    literal_executions: AtomicU64,
 }
 
 /// A handle on one shape's counters, kept with a request until its response.
@@ -108,7 +114,26 @@ impl ShapeStats {
             prepare_failures: AtomicU64::new(0),
             latency_nanos: AtomicU64::new(0),
             latency_samples: AtomicU64::new(0),
+            literal_answered: AtomicU64::new(0),
+            literal_passed: Reasons::default(),
+            literal_executions: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one PREPARE of a statement of this shape with literals inline: answered from
+    /// the shape (`Ok`) or passed through for a reason.
+    pub fn literal_prepare(&self, outcome: Result<(), &'static str>) {
+        match outcome {
+            Ok(()) => {
+                self.literal_answered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(reason) => self.literal_passed.count(reason),
+        }
+    }
+
+    /// Counts one EXECUTE of a statement prepared with literals inline run as this shape.
+    pub fn literal_executed(&self) {
+        self.literal_executions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one QUERY of this shape sent as an EXECUTE.
@@ -155,8 +180,25 @@ impl ShapeStats {
             mean_latency_seconds: (samples > 0)
                 .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
             latency_samples: samples,
+            prepared_with_literals: LiteralPattern {
+                answered: load(&self.literal_answered),
+                passed: self.literal_passed.snapshot(),
+                executions: load(&self.literal_executions),
+            },
         }
     }
+}
+
+/// The statements of a shape the client prepared with their literals inline (see
+/// [`crate::literal_prepare`]), as `/shapes` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LiteralPattern {
+    /// PREPAREs answered from the shape.
+    pub answered: u64,
+    /// PREPAREs passed through to the server, by why.
+    pub passed: std::collections::BTreeMap<&'static str, u64>,
+    /// EXECUTEs of those statements run as EXECUTEs of the shape.
+    pub executions: u64,
 }
 
 /// One shape as `/shapes` shows it.
@@ -183,6 +225,8 @@ pub struct ShapeSnapshot {
     /// Mean time from request to response, over `latency_samples` requests.
     pub mean_latency_seconds: Option<f64>,
     pub latency_samples: u64,
+    /// The other legacy pattern: statements of this shape prepared with literals inline.
+    pub prepared_with_literals: LiteralPattern,
 }
 
 /// The tracked shapes: a bounded LRU keyed by the shape's hash in its keyspace.
@@ -217,6 +261,13 @@ impl Shapes {
     /// canonical text; it is read (redacted, fingerprinted) only the first time the shape is
     /// seen, and outside the lock.
     pub fn enter(&self, hash: ShapeHash, keyspace: Option<&str>, text: &str) -> ShapeRef {
+        let shape = self.get_or_add(hash, keyspace, text);
+        shape.executions.fetch_add(1, Ordering::Relaxed);
+        shape
+    }
+
+    /// The counters of a shape, tracked from now on if it was not, without counting a QUERY.
+    pub fn get_or_add(&self, hash: ShapeHash, keyspace: Option<&str>, text: &str) -> ShapeRef {
         let known = self.lock().get(&hash).cloned();
         let shape = match known {
             Some(s) => s,
@@ -225,10 +276,7 @@ impl Shapes {
                 let mut map = self.lock();
                 // Another connection may have added it meanwhile: keep the first.
                 if let Some(first) = map.get(&hash) {
-                    let first = first.clone();
-                    drop(map);
-                    first.executions.fetch_add(1, Ordering::Relaxed);
-                    return first;
+                    return first.clone();
                 }
                 if map.push(hash, s.clone()).is_some() {
                     self.evicted.fetch_add(1, Ordering::Relaxed);
@@ -236,7 +284,6 @@ impl Shapes {
                 s
             }
         };
-        shape.executions.fetch_add(1, Ordering::Relaxed);
         shape
     }
 

@@ -26,6 +26,19 @@ pub enum Pending {
         used: crate::rewrite::Used,
         /// Set when the QUERY read the topology: its answer is rewritten too.
         topology: Option<crate::topology::Read>,
+        /// Set when the request references statements prepared with literals inline (boxed:
+        /// rare, and a pending entry stays small).
+        literals: Option<Box<LiteralRequest>>,
+    },
+    /// A PREPARE of the proxy's own of a client's statement with literals inline (see
+    /// [`crate::literal_prepare`]), so that the server knows the id the proxy gave out; then
+    /// the next of `rest`, then the client's request `original` as it was.
+    Materialize {
+        stream: i16,
+        rest: Vec<std::sync::Arc<crate::literal_prepare::Statement>>,
+        original: bytes::Bytes,
+        /// See `Pending::Prepare::exposed`.
+        exposed: bool,
     },
     /// A client request reading the cluster topology (`system.local`, `system.peers[_v2]`),
     /// forwarded as it was; its answer is rewritten (see [`crate::topology`]).
@@ -50,15 +63,34 @@ pub enum Pending {
         /// The server resolves its keyspace from the connection's (see
         /// `session::hold_use`): a client `USE` waits for its answer.
         exposed: bool,
+        /// The client's PREPARE (of a statement with literals inline) this PREPARE of the
+        /// shape stands in for: answered from the shape once it is prepared, or sent as it
+        /// was (see [`crate::literal_prepare`]).
+        client: Option<Box<crate::literal_prepare::ClientPrepare>>,
     },
     /// A read of the proxy's own for the cluster view (see [`crate::cluster`]).
     ClusterRead(crate::cluster::Part),
-    /// A client's own PREPARE (of `text` in `keyspace`), whose answer routing remembers.
+    /// A client's own PREPARE. Routing remembers its answer when `route` holds its text and
+    /// keyspace; the answer loses Cassandra's once-per-connection warning about `USE` with
+    /// prepared statements when the client was given it already (by the proxy: see
+    /// [`crate::literal_prepare`]), unless the PREPARE names its keyspace (v5: the server warns
+    /// for each such PREPARE).
     ClientPrepare {
         stream: i16,
-        text: String,
-        keyspace: Option<String>,
+        route: Option<(String, Option<String>)>,
+        names_keyspace: bool,
     },
+}
+
+/// A rewritten request that references statements the client prepared with literals inline
+/// (see [`crate::literal_prepare`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteralRequest {
+    /// The client sent an EXECUTE: a v5 answer keeps its metadata-changed flag, which compares
+    /// with the result metadata id the client sent.
+    pub execute: bool,
+    /// On UNPREPARED these are prepared on the server before the request is sent as it was.
+    pub statements: Vec<std::sync::Arc<crate::literal_prepare::Statement>>,
 }
 
 impl Pending {

@@ -294,6 +294,8 @@ pub struct PreparedView<'a> {
     pub result_metadata_id: Option<&'a [u8]>,
     pub bind: PreparedMetadata<'a>,
     pub result: RowsMetadata<'a>,
+    /// The raw bytes of the result metadata (`result`), as the server wrote them.
+    pub result_raw: &'a [u8],
 }
 
 /// A RESULT body.
@@ -325,12 +327,14 @@ impl<'a> ResultView<'a> {
                     None
                 };
                 let bind = PreparedMetadata::read(b, version)?;
+                let before = *b;
                 let result = RowsMetadata::read(b)?;
                 ResultView::Prepared(PreparedView {
                     id,
                     result_metadata_id,
                     bind,
                     result,
+                    result_raw: &before[..before.len() - b.len()],
                 })
             }
             kind::SCHEMA_CHANGE => ResultView::SchemaChange(SchemaChange::read(b)?),
@@ -353,6 +357,70 @@ impl<'a> ResultView<'a> {
             ResultView::SchemaChange(_) => kind::SCHEMA_CHANGE,
         }
     }
+}
+
+/// Writes the message of a Prepared result (kind included) as Cassandra's
+/// `ResultMessage.Prepared` codec does: `id`, the result metadata id (v5), the bind-variable
+/// metadata of `binds` and the result metadata `result_raw` as the server wrote it.
+///
+/// The bind metadata follows `ResultSet.PreparedMetadata` (5.0): the global-tables-spec flag
+/// when there is at least one bind variable and all are of one table, and the partition-key
+/// indexes (v4+) only then and only when `pk_indexes` is given; otherwise a count of 0.
+pub fn write_prepared(
+    out: &mut impl bytes::BufMut,
+    version: ProtocolVersion,
+    id: &[u8],
+    result_metadata_id: Option<&[u8]>,
+    binds: &[ColumnSpec<'_>],
+    pk_indexes: Option<&[u16]>,
+    result_raw: &[u8],
+) -> Result<(), crate::primitives::EncodeLenError> {
+    use crate::primitives::{write_short_bytes, write_string};
+    out.put_i32(kind::PREPARED);
+    write_short_bytes(out, id)?;
+    if version >= ProtocolVersion::V5 {
+        write_short_bytes(out, result_metadata_id.unwrap_or(&[]))?;
+    }
+    let global = binds.first().filter(|first| {
+        binds
+            .iter()
+            .all(|c| c.keyspace == first.keyspace && c.table == first.table)
+    });
+    out.put_i32(if global.is_some() {
+        metadata_flags::GLOBAL_TABLES_SPEC
+    } else {
+        0
+    });
+    let count = i32::try_from(binds.len()).map_err(|_| crate::primitives::EncodeLenError {
+        what: "bind variables",
+        len: binds.len(),
+    })?;
+    out.put_i32(count);
+    if version >= ProtocolVersion::V4 {
+        match pk_indexes.filter(|_| global.is_some()) {
+            Some(pk) => {
+                out.put_i32(pk.len() as i32);
+                for i in pk {
+                    out.put_u16(*i);
+                }
+            }
+            None => out.put_i32(0),
+        }
+    }
+    if let Some(g) = global {
+        write_string(out, g.keyspace)?;
+        write_string(out, g.table)?;
+    }
+    for c in binds {
+        if global.is_none() {
+            write_string(out, c.keyspace)?;
+            write_string(out, c.table)?;
+        }
+        write_string(out, c.name)?;
+        out.put_slice(c.type_raw);
+    }
+    out.put_slice(result_raw);
+    Ok(())
 }
 
 #[cfg(test)]

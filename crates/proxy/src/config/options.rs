@@ -301,6 +301,32 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "prepare_literals",
+        flag: "prepare-literals",
+        env: "AUTOPREP_PREPARE_LITERALS",
+        value_name: "BOOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "Answer a client's PREPARE of a statement with literals inline from its shape, prepared once, and run its EXECUTEs as EXECUTEs of the shape (false: such PREPAREs pass through)",
+        set: |c, v| {
+            c.prepare_literals = v.boolean()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "literal_statements_bytes",
+        flag: "literal-statements-bytes",
+        env: "AUTOPREP_LITERAL_STATEMENTS_BYTES",
+        value_name: "BYTES",
+        kind: Kind::One,
+        hidden: false,
+        help: "Most bytes (approximate) the map of statements prepared with literals inline holds; the least recently used beyond it are forgotten (the server answers their EXECUTEs UNPREPARED, and the driver prepares them again)",
+        set: |c, v| {
+            c.literal_statements_bytes = v.number()?;
+            Ok(())
+        },
+    },
+    Spec {
         key: "cache_bytes",
         flag: "cache-bytes",
         env: "AUTOPREP_CACHE_BYTES",

@@ -1,0 +1,808 @@
+//! The other legacy pattern: statements *prepared* with their literals inline.
+//!
+//! gocql prepares every SELECT, INSERT, UPDATE, DELETE and BATCH it is given, and many
+//! applications call `prepare()` on each statement they format: every distinct statement then
+//! costs the server a parse and a prepared-cache entry, and is executed once. Here such a
+//! PREPARE is answered from the statement's shape (prepared once per node, as for QUERY):
+//!
+//! - the answer is the one the server would give for the literal text: its id derived as
+//!   Cassandra derives it (`QueryProcessor.computeId`: MD5 of the text, preceded by the
+//!   keyspace unless every table is qualified), bind metadata for the client's own markers
+//!   only, and the shape's result metadata and v5 result metadata id;
+//! - an EXECUTE of that id (alone or in a BATCH) becomes an EXECUTE of the shape, with the
+//!   literals (encoded once, at PREPARE, by the QUERY path's encoder and rules) merged in order
+//!   with the client's values;
+//! - the statements live in a bounded, process-wide map keyed by that id. An EXECUTE of an id
+//!   the map no longer holds goes to the server unchanged, which never saw the id and answers
+//!   UNPREPARED with it, exactly as after an eviction: the driver prepares it again.
+//!
+//! Anything uncertain passes through as today: a literal the encoder cannot convert exactly
+//! (the server then answers the PREPARE itself, with its own error if it has one), named
+//! markers, tracing or a custom payload, ScyllaDB, a shape not prepared yet.
+
+use crate::context::Context;
+use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest, Route, Used};
+use crate::shapes::ShapeRef;
+use autoprep_cache::{Lookup, PreparedEntry, ShapeHash, ShapeKey};
+use autoprep_protocol::cql::normalize::{fingerprint, normalize, Normalized, Slot};
+use autoprep_protocol::cql::source_table::statement_tables;
+use autoprep_protocol::envelope::{Flags, Header, Opcode, ProtocolVersion};
+use autoprep_protocol::message::execute::ExecuteView;
+use autoprep_protocol::message::prepare::PrepareView;
+use autoprep_protocol::message::query::{QueryParams, Values};
+use autoprep_protocol::message::result::{write_prepared, ColumnSpec, ResultView};
+use autoprep_protocol::message::RequestBody;
+use autoprep_protocol::primitives::{write_short_bytes, write_value};
+use autoprep_protocol::types::encode_literal;
+use bytes::{Bytes, BytesMut};
+use lru::LruCache;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// The start of Cassandra's warning about `USE` with prepared statements
+/// (`ClientState.warnAboutUseWithPreparedStatements`, 5.0).
+pub const USE_WARNING_PREFIX: &str = "`USE <keyspace>` with prepared statements";
+
+/// One statement a client prepared with literals inline, as the map keeps it.
+#[derive(Debug)]
+pub struct Statement {
+    /// The shape's cache key.
+    hash: ShapeHash,
+    /// The shape's entry the literals were encoded for (its bind types).
+    entry: Arc<PreparedEntry>,
+    /// Per bind variable of the shape: the range of a literal's encoded `[value]` in
+    /// `values`, or `None` where the client's next value goes.
+    slots: Box<[Option<(u32, u32)>]>,
+    values: Box<[u8]>,
+    /// How many values the client binds (its own markers).
+    client_values: u16,
+    shape: ShapeRef,
+    /// The client's text, the keyspace it was prepared in, and whether every table in it is
+    /// qualified: to prepare it on the server itself when its EXECUTE cannot run as the shape
+    /// (see [`Statement::prepare_frame`]).
+    text: Box<str>,
+    keyspace: Option<Box<str>>,
+    qualified: bool,
+}
+
+/// Statements are one per id: compared by identity (for the pending table's derives).
+impl PartialEq for Statement {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Statement {}
+
+impl Statement {
+    /// The counters of the statement's shape.
+    pub fn shape(&self) -> ShapeRef {
+        self.shape.clone()
+    }
+
+    /// The keyspace the statement was prepared in.
+    pub fn keyspace(&self) -> Option<&str> {
+        self.keyspace.as_deref()
+    }
+
+    /// Approximate memory held, for the map's byte bound.
+    fn weight(&self) -> usize {
+        const FIXED: usize = 200;
+        FIXED
+            + self.slots.len() * 12
+            + self.values.len()
+            + self.text.len()
+            + self.keyspace.as_ref().map_or(0, |k| k.len())
+    }
+
+    /// The frame of a PREPARE of the client's own text, under which the server files it with
+    /// the id the proxy gave out: on v5 naming its keyspace (unless every table is qualified);
+    /// on v4 only while the connection is in that keyspace (`conn_keyspace`), `None` otherwise.
+    /// The flag says whether the server takes the keyspace from the connection (see
+    /// `session::hold_use`).
+    pub fn prepare_frame(
+        &self,
+        version: ProtocolVersion,
+        conn_keyspace: Option<&str>,
+    ) -> Option<(BytesMut, bool)> {
+        use autoprep_protocol::envelope::Envelope;
+        use autoprep_protocol::message::prepare::encode_prepare;
+        let v5 = version >= ProtocolVersion::V5;
+        let keyspace = if self.qualified || !v5 {
+            None
+        } else {
+            self.keyspace.as_deref()
+        };
+        if !v5 && !self.qualified && conn_keyspace != self.keyspace.as_deref() {
+            return None;
+        }
+        let mut body = Vec::with_capacity(self.text.len() + 32);
+        encode_prepare(version, self.text.as_bytes(), keyspace, &mut body).ok()?;
+        let exposed = !self.qualified && keyspace.is_none();
+        Some((
+            Envelope::request_frame(version, Opcode::PREPARE, &body),
+            exposed,
+        ))
+    }
+
+    /// Appends the shape's values: literals as encoded at PREPARE, the client's `client`
+    /// values in their places. Returns how many values were written.
+    fn bind(&self, client: Option<Values<'_>>, out: &mut Vec<u8>) -> Result<u16, &'static str> {
+        if client.is_some_and(|v| v.named) {
+            return Err("named values");
+        }
+        if client.map_or(0, |v| v.count) != self.client_values {
+            return Err("client value count");
+        }
+        let mut client = client.map(|v| v.iter());
+        for slot in self.slots.iter() {
+            match slot {
+                Some((start, end)) => {
+                    out.extend_from_slice(&self.values[*start as usize..*end as usize])
+                }
+                None => {
+                    let Some(Ok((_, v))) = client.as_mut().and_then(Iterator::next) else {
+                        return Err("client value count");
+                    };
+                    write_value(out, v).map_err(|_| "value too large")?;
+                }
+            }
+        }
+        u16::try_from(self.slots.len()).map_err(|_| "too many values")
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    map: LruCache<[u8; 16], Arc<Statement>>,
+    bytes: usize,
+}
+
+/// The process-wide map from the ids the proxy gave out to the statements they stand for.
+///
+/// Design justification: one mutex over an `lru::LruCache` bounded by bytes. An EXECUTE of an
+/// application's ordinary prepared statement only reads an atomic count while the map is
+/// empty; when it is not, a lookup is one short critical section, as for the shape cache.
+#[derive(Debug)]
+pub struct LiteralStatements {
+    inner: Mutex<Inner>,
+    len: AtomicUsize,
+    max_bytes: usize,
+    evicted: AtomicU64,
+}
+
+/// A point-in-time view of the map, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiteralStats {
+    pub entries: usize,
+    pub bytes: usize,
+    pub evicted: u64,
+}
+
+impl LiteralStatements {
+    /// A map holding at most about `max_bytes`.
+    pub fn new(max_bytes: usize) -> LiteralStatements {
+        LiteralStatements {
+            inner: Mutex::new(Inner {
+                map: LruCache::unbounded(),
+                bytes: 0,
+            }),
+            len: AtomicUsize::new(0),
+            max_bytes,
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when the map holds a statement (else no EXECUTE needs a lookup).
+    pub fn holds_any(&self) -> bool {
+        self.len.load(Ordering::Relaxed) > 0
+    }
+
+    fn get(&self, id: &[u8]) -> Option<Arc<Statement>> {
+        let id: &[u8; 16] = id.try_into().ok()?;
+        if !self.holds_any() {
+            return None;
+        }
+        self.lock().map.get(id).cloned()
+    }
+
+    fn contains(&self, id: &[u8; 16]) -> bool {
+        self.holds_any() && self.lock().map.contains(id)
+    }
+
+    /// Files `statement` under `id`; false when it alone is over the bound.
+    fn insert(&self, id: [u8; 16], statement: Statement) -> bool {
+        let weight = statement.weight();
+        if weight > self.max_bytes {
+            return false;
+        }
+        let mut g = self.lock();
+        let inner = &mut *g;
+        if let Some(old) = inner.map.put(id, Arc::new(statement)) {
+            inner.bytes -= old.weight();
+        }
+        inner.bytes += weight;
+        let mut evicted = 0;
+        while inner.bytes > self.max_bytes {
+            match inner.map.pop_lru() {
+                Some((_, s)) => {
+                    inner.bytes -= s.weight();
+                    evicted += 1;
+                }
+                None => break,
+            }
+        }
+        self.len.store(inner.map.len(), Ordering::Relaxed);
+        self.evicted.fetch_add(evicted, Ordering::Relaxed);
+        true
+    }
+
+    /// Entries, bytes and evictions so far.
+    pub fn stats(&self) -> LiteralStats {
+        let g = self.lock();
+        LiteralStats {
+            entries: g.map.len(),
+            bytes: g.bytes,
+            evicted: self.evicted.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A client's PREPARE waiting for the proxy's PREPARE of its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientPrepare {
+    /// The client's stream id.
+    pub stream: i16,
+    pub header: Header,
+    /// The uncompressed body, to decide again.
+    pub body: Bytes,
+    /// The envelope as the client sent it, to send on when it is not answered here.
+    pub original: Bytes,
+}
+
+/// What to do with a client's PREPARE.
+#[derive(Debug)]
+pub enum PrepareDecision {
+    /// Answer the client with this RESULT message (kind onward) and, when set, Cassandra's
+    /// warning about `USE` with prepared statements.
+    Answer {
+        message: Vec<u8>,
+        warning: Option<String>,
+    },
+    /// Prepare the shape first (instead of the client's PREPARE), then decide again.
+    PrepareShape(PrepareRequest),
+    /// Forward the PREPARE unchanged, for this reason.
+    Pass(&'static str),
+}
+
+/// What [`decide_prepare`] needs to know of the client connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Conn<'a> {
+    /// The cache's node id of the connection's upstream node.
+    pub node: u32,
+    pub keyspace: ConnKeyspace<'a>,
+    /// The client has not been given Cassandra's once-per-connection warning about `USE`
+    /// with prepared statements yet.
+    pub use_warning_due: bool,
+    /// The shape may be prepared now if it is not (false on the second decision, after the
+    /// shape's own PREPARE was answered: the PREPARE then goes through).
+    pub may_prepare: bool,
+}
+
+/// Decides the fate of a client's PREPARE (`body`: its uncompressed body).
+pub fn decide_prepare(
+    ctx: &Context,
+    header: &Header,
+    body: &[u8],
+    conn: Conn<'_>,
+    now: Instant,
+) -> PrepareDecision {
+    use PrepareDecision::Pass;
+    if header.flags.has(Flags::TRACING) {
+        // The trace of a PREPARE is the server's to write.
+        return Pass("tracing");
+    }
+    let Ok(req) = RequestBody::parse(header, body) else {
+        return Pass("malformed prepare");
+    };
+    if req.custom_payload.is_some() {
+        return Pass("custom payload");
+    }
+    let Ok(prepare) = PrepareView::parse(req.message, header.version) else {
+        return Pass("malformed prepare");
+    };
+    let Ok(text) = std::str::from_utf8(prepare.query) else {
+        return Pass("not utf-8");
+    };
+    let shape = match normalize(prepare.query) {
+        Ok(Normalized::Shape(s)) => s,
+        Ok(Normalized::NotCandidate(nc)) => return Pass(nc.reason()),
+        Err(_) => return Pass("lex error"),
+    };
+    if shape.literal_count() == 0 {
+        return Pass(NO_LITERAL);
+    }
+    if shape
+        .slots
+        .iter()
+        .any(|s| matches!(s, Slot::ClientNamed { .. }))
+    {
+        return Pass("named markers");
+    }
+    if prepare.keyspace.is_none() && !conn.keyspace.settled {
+        return Pass("use in flight");
+    }
+    if ctx.is_excluded(&shape.text) {
+        return Pass("excluded");
+    }
+    if ctx.flavors.is_scylla(conn.node) {
+        // ScyllaDB derives its ids and answers its own way: not established here.
+        return Pass("scylla");
+    }
+    // The keyspace the server resolves unqualified tables in: the PREPARE's own (v5), else
+    // the connection's.
+    let keyspace = prepare.keyspace.or(conn.keyspace.name);
+    let Some(tables) = statement_tables(&shape.text) else {
+        return Pass("tables unknown");
+    };
+    let qualified = !tables.is_empty() && tables.iter().all(|t| t.keyspace.is_some());
+    if !qualified && keyspace.is_none() {
+        return Pass("no keyspace");
+    }
+    let id = fingerprint(if qualified { None } else { keyspace }, text);
+    let hash = shape.hash(keyspace);
+    let stats = ctx.shapes.get_or_add(hash, keyspace, &shape.text);
+    let pass = |reason: &'static str| {
+        stats.literal_prepare(Err(reason));
+        Pass(reason)
+    };
+    let key = ShapeKey {
+        node: conn.node,
+        hash,
+        keyspace,
+        text: &shape.text,
+    };
+    let entry = match ctx.cache.lookup(&key, now) {
+        Lookup::Ready(e) => e,
+        Lookup::PrepareNow if conn.may_prepare => {
+            return PrepareDecision::PrepareShape(PrepareRequest {
+                hash,
+                fingerprint: shape.fingerprint(keyspace),
+                text: shape.text.clone(),
+                keyspace: keyspace.map(str::to_owned),
+            })
+        }
+        Lookup::PrepareNow => {
+            ctx.cache.abandoned(conn.node, hash);
+            return pass("not prepared yet");
+        }
+        Lookup::Wait => return pass("not prepared yet"),
+        Lookup::Negative(reason) => return pass(reason),
+    };
+    if entry.bind_types.len() != shape.slots.len() {
+        return pass("bind variable count differs");
+    }
+    let Ok(ResultView::Prepared(answer)) =
+        ResultView::parse(&entry.prepared_message, header.version)
+    else {
+        return pass("no prepared answer");
+    };
+    let all: Vec<ColumnSpec<'_>> = answer.bind.columns.iter().collect();
+    if all.len() != shape.slots.len() {
+        return pass("bind variable count differs");
+    }
+    // The literals, encoded once, and the client's markers' places and specs.
+    let mut values = Vec::new();
+    let mut slots = Vec::with_capacity(shape.slots.len());
+    let mut client_specs = Vec::new();
+    for ((slot, ty), spec) in shape.slots.iter().zip(&entry.bind_types).zip(&all) {
+        match slot {
+            Slot::Literal(lit) => {
+                let start = values.len() as u32;
+                if let Err(e) = encode_literal(lit, ty, &ctx.encode, &mut values) {
+                    return pass(e.label());
+                }
+                slots.push(Some((start, values.len() as u32)));
+            }
+            Slot::ClientMarker { .. } => {
+                slots.push(None);
+                client_specs.push(*spec);
+            }
+            Slot::ClientNamed { .. } => return pass("named markers"),
+        }
+    }
+    let Ok(client_values) = u16::try_from(client_specs.len()) else {
+        return pass("too many values");
+    };
+    let pk = partition_key_indexes(&all, &entry.pk_indexes, &client_specs);
+    let mut message = Vec::with_capacity(entry.prepared_message.len());
+    let written = write_prepared(
+        &mut message,
+        header.version,
+        &id,
+        answer.result_metadata_id,
+        &client_specs,
+        pk.as_deref(),
+        answer.result_raw,
+    );
+    if written.is_err() {
+        return pass("value too large");
+    }
+    // Cassandra warns once per connection (per PREPARE when the v5 PREPARE names its keyspace:
+    // the server clones the connection's state for it) when it prepares an unqualified
+    // statement it had not cached; a statement the proxy answered before counts as cached.
+    let warn = !qualified
+        && (prepare.keyspace.is_some() || conn.use_warning_due)
+        && !ctx.literals.contains(&id);
+    let warning = warn.then(|| {
+        let ks = keyspace.unwrap_or_default();
+        format!(
+            "{USE_WARNING_PREFIX} is considered to be an anti-pattern due to ambiguity in non-qualified table names. \
+             Please consider removing instances of `Session#setKeyspace(<keyspace>)`, `Session#execute(\"USE <keyspace>\")` and `cluster.newSession(<keyspace>)` from your code, and \
+             always use fully qualified table names (e.g. <keyspace>.<table>). \
+             Keyspace used: {ks}, statement keyspace: {ks}, statement id: {}",
+            hex(&id)
+        )
+    });
+    let statement = Statement {
+        hash,
+        entry: entry.clone(),
+        slots: slots.into(),
+        values: values.into(),
+        client_values,
+        shape: stats.clone(),
+        text: text.into(),
+        keyspace: keyspace.map(Into::into),
+        qualified,
+    };
+    if !ctx.literals.insert(id, statement) {
+        return pass("map too small");
+    }
+    stats.literal_prepare(Ok(()));
+    PrepareDecision::Answer { message, warning }
+}
+
+/// The reason a PREPARE without literals passes (the ordinary prepared pattern: not counted).
+pub const NO_LITERAL: &str = "no literals";
+
+/// The partition-key indexes the server reports for the literal text: for each partition-key
+/// column, the last of the client's markers that targets it
+/// (`VariableSpecifications.getPartitionKeyBindVariableIndexes`), or `None` when one has no
+/// marker of the client's. The shape's own indexes (`shape_pk`, into `all`) name the
+/// partition-key columns in order; a marker targets a column when its spec is that column's
+/// (same keyspace, table and name: the specs of other markers, such as `in(k)` or
+/// `partition key token`, have other names).
+fn partition_key_indexes(
+    all: &[ColumnSpec<'_>],
+    shape_pk: &[u16],
+    client: &[ColumnSpec<'_>],
+) -> Option<Vec<u16>> {
+    if shape_pk.is_empty() {
+        return None;
+    }
+    shape_pk
+        .iter()
+        .map(|&i| {
+            let column = all.get(usize::from(i))?;
+            let same = |c: &ColumnSpec<'_>| {
+                c.name == column.name && c.keyspace == column.keyspace && c.table == column.table
+            };
+            client
+                .iter()
+                .rposition(same)
+                .and_then(|p| u16::try_from(p).ok())
+        })
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The shape's entry on `node` for a statement of the map, when the cache still has one whose
+/// bind types are those the literals were encoded for.
+fn resolve(ctx: &Context, node: u32, s: &Statement) -> Result<Arc<PreparedEntry>, &'static str> {
+    let entry = ctx
+        .cache
+        .ready(node, s.hash)
+        .ok_or("shape not prepared on the node")?;
+    let same = Arc::ptr_eq(&entry, &s.entry)
+        || (entry.fingerprint == s.entry.fingerprint && entry.bind_types == s.entry.bind_types);
+    if same {
+        Ok(entry)
+    } else {
+        Err("shape changed")
+    }
+}
+
+/// The EXECUTE of the shape standing for a client's EXECUTE (`body`: uncompressed) of a
+/// statement it prepared with literals inline; `None` when the id is not one the proxy gave
+/// out (the EXECUTE is the client's own business). A `PassThrough` decision sends the
+/// client's EXECUTE as it is: the server, which never saw the id, answers UNPREPARED, and the
+/// driver prepares it again.
+pub fn decide_execute(
+    ctx: &Context,
+    node: u32,
+    header: &Header,
+    body: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Option<Executed> {
+    let req = RequestBody::parse(header, body).ok()?;
+    let exec = ExecuteView::parse(req.message, header.version).ok()?;
+    let statement = ctx.literals.get(exec.id)?;
+    let decision = (|| {
+        let entry = resolve(ctx, node, &statement)?;
+        scratch.clear();
+        let count = statement.bind(exec.params.values, scratch)?;
+        let params = QueryParams {
+            values: Some(Values {
+                count,
+                named: false,
+                raw: scratch,
+            }),
+            ..exec.params
+        };
+        let mut frame = rewrite::start_frame(req.custom_payload, 64 + scratch.len());
+        let built = write_short_bytes(&mut frame, &entry.id).is_ok()
+            && exec
+                .result_metadata_id
+                .is_none_or(|m| write_short_bytes(&mut frame, m).is_ok())
+            && params.write(header.version, &mut frame).is_ok();
+        if !built {
+            return Err("value too large");
+        }
+        let route = ctx
+            .cluster
+            .may_route()
+            .then(|| rewrite::partition_token(&entry.pk_indexes, scratch))
+            .flatten()
+            .map(|token| Route {
+                token,
+                entry: entry.clone(),
+                others: Vec::new(),
+                local_only: rewrite::is_local_consistency(params.consistency)
+                    || params
+                        .serial_consistency
+                        .is_some_and(rewrite::is_local_consistency),
+            });
+        Ok(Decision::Execute {
+            frame: rewrite::finish_frame(frame, header, Opcode::EXECUTE),
+            used: Used::One {
+                hash: statement.hash,
+                id: entry.id.clone(),
+            },
+            route,
+        })
+    })();
+    let decision = match decision {
+        Ok(d) => {
+            statement.shape.literal_executed();
+            d
+        }
+        Err(reason) => Decision::pass(reason),
+    };
+    Some(Executed {
+        decision,
+        statement,
+    })
+}
+
+/// What became of a client's EXECUTE of a statement it prepared with literals inline.
+#[derive(Debug)]
+pub struct Executed {
+    /// The EXECUTE of the shape, or why it goes as it was (after the server learns the id).
+    pub decision: Decision,
+    pub statement: Arc<Statement>,
+}
+
+/// The statements of the map an EXECUTE or a BATCH (`body`: uncompressed) references.
+pub fn statements_in(ctx: &Context, header: &Header, body: &[u8]) -> Vec<Arc<Statement>> {
+    use autoprep_protocol::message::batch::{BatchQuery, BatchView};
+    let mut out: Vec<Arc<Statement>> = Vec::new();
+    if !ctx.literals.holds_any() {
+        return out;
+    }
+    let Ok(req) = RequestBody::parse(header, body) else {
+        return out;
+    };
+    let mut add = |id: &[u8]| {
+        if let Some(s) = ctx.literals.get(id) {
+            if !out.iter().any(|o| Arc::ptr_eq(o, &s)) {
+                out.push(s);
+            }
+        }
+    };
+    if header.opcode == Opcode::EXECUTE {
+        if let Ok(e) = ExecuteView::parse(req.message, header.version) {
+            add(e.id);
+        }
+    } else if header.opcode == Opcode::BATCH {
+        if let Ok(b) = BatchView::parse(req.message, header.version) {
+            for child in b.children().map_while(Result::ok) {
+                if let BatchQuery::Prepared(id) = child.query {
+                    add(id);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// For a BATCH child that references the id `id`: when it is a statement of the map, the
+/// shape's id, with the values appended to `out` (literals and the child's `values`) and
+/// their count; `None` when the id is not the proxy's.
+pub fn batch_child(
+    ctx: &Context,
+    node: u32,
+    id: &[u8],
+    values: Values<'_>,
+    out: &mut Vec<u8>,
+) -> Option<Result<(ShapeHash, Bytes, u16), &'static str>> {
+    let statement = ctx.literals.get(id)?;
+    Some((|| {
+        let entry = resolve(ctx, node, &statement)?;
+        let n = statement.bind(Some(values), out)?;
+        statement.shape.literal_executed();
+        Ok((statement.hash, entry.id.clone(), n))
+    })())
+}
+
+/// The RESULT envelope answering a client's PREPARE on stream `stream`, with `warning` in
+/// the body's warnings when set. Uncompressed: in v3/v4 compression is per envelope.
+pub fn answer_frame(
+    version: ProtocolVersion,
+    stream: i16,
+    message: &[u8],
+    warning: Option<&str>,
+) -> BytesMut {
+    use autoprep_protocol::envelope::{Direction, Envelope, StreamId};
+    let mut body = Vec::with_capacity(message.len() + warning.map_or(0, |w| w.len() + 4));
+    let mut flags = 0;
+    if let Some(w) = warning {
+        flags |= Flags::WARNING;
+        body.extend_from_slice(&1u16.to_be_bytes());
+        let _ = autoprep_protocol::primitives::write_string(&mut body, w);
+    }
+    body.extend_from_slice(message);
+    let header = Header {
+        version,
+        direction: Direction::Response,
+        flags: Flags(flags),
+        stream: StreamId(stream),
+        opcode: Opcode::RESULT,
+        length: 0,
+    };
+    Envelope::new(header, &body).into_frame()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(table: &'a str, name: &'a str) -> ColumnSpec<'a> {
+        ColumnSpec {
+            keyspace: "ks",
+            table,
+            name,
+            type_raw: &[0, 9],
+        }
+    }
+
+    #[test]
+    fn partition_key_indexes_follow_the_clients_markers() {
+        // Shape: INSERT INTO t (a, b, v) VALUES (?, ?, ?), key (a, b); shape pk = [0, 1].
+        let all = [spec("t", "a"), spec("t", "b"), spec("t", "v")];
+        // Literal text (1, ?, ?): the client's markers are b and v: a has none.
+        assert_eq!(
+            partition_key_indexes(&all, &[0, 1], &[all[1], all[2]]),
+            None
+        );
+        // (?, ?, 3): both key columns are the client's.
+        assert_eq!(
+            partition_key_indexes(&all, &[0, 1], &[all[0], all[1]]),
+            Some(vec![0, 1])
+        );
+        // k IN (?, 1, ?): the last of the client's markers on k.
+        let all = [spec("t", "k"), spec("t", "k"), spec("t", "k")];
+        assert_eq!(
+            partition_key_indexes(&all, &[2], &[all[0], all[2]]),
+            Some(vec![1])
+        );
+        // `in(k)` is not the column.
+        let all = [spec("t", "in(k)")];
+        assert_eq!(partition_key_indexes(&all, &[], &all), None);
+    }
+
+    #[test]
+    fn the_map_stays_within_its_bytes() {
+        let entry = Arc::new(PreparedEntry {
+            text: String::new(),
+            fingerprint: [0; 16],
+            keyspace: None,
+            id: Bytes::from_static(&[1; 16]),
+            result_metadata_id: None,
+            bind_types: Vec::new(),
+            pk_indexes: Vec::new(),
+            result_metadata: Bytes::new(),
+            tables: Vec::new(),
+            prepared_message: Bytes::new(),
+        });
+        let shapes = crate::shapes::Shapes::new(4);
+        let statement = || Statement {
+            hash: ShapeHash(1),
+            entry: entry.clone(),
+            slots: vec![Some((0, 8))].into(),
+            values: vec![0; 8].into(),
+            client_values: 0,
+            shape: shapes.get_or_add(ShapeHash(1), None, "SELECT * FROM t WHERE k = ?"),
+            text: "SELECT * FROM t WHERE k = 1".into(),
+            keyspace: Some("ks".into()),
+            qualified: false,
+        };
+        let one = statement().weight();
+        let map = LiteralStatements::new(one * 3);
+        for i in 0..5u8 {
+            assert!(map.insert([i; 16], statement()));
+        }
+        let s = map.stats();
+        assert_eq!((s.entries, s.evicted), (3, 2));
+        assert!(s.bytes <= one * 3);
+        assert!(
+            map.get(&[0; 16]).is_none(),
+            "the least recently used went first"
+        );
+        assert!(map.get(&[4; 16]).is_some());
+        assert!(!LiteralStatements::new(one - 1).insert([9; 16], statement()));
+    }
+
+    #[test]
+    fn bind_merges_literals_and_the_clients_values() {
+        let entry = Arc::new(PreparedEntry {
+            text: String::new(),
+            fingerprint: [0; 16],
+            keyspace: None,
+            id: Bytes::from_static(&[1; 16]),
+            result_metadata_id: None,
+            bind_types: Vec::new(),
+            pk_indexes: Vec::new(),
+            result_metadata: Bytes::new(),
+            tables: Vec::new(),
+            prepared_message: Bytes::new(),
+        });
+        let shapes = crate::shapes::Shapes::new(4);
+        let s = Statement {
+            hash: ShapeHash(1),
+            entry,
+            slots: vec![Some((0, 5)), None, Some((5, 9))].into(),
+            values: vec![0, 0, 0, 1, 7, 0xff, 0xff, 0xff, 0xff].into(),
+            client_values: 1,
+            shape: shapes.get_or_add(ShapeHash(1), None, "x"),
+            text: "x".into(),
+            keyspace: None,
+            qualified: true,
+        };
+        let client = [0, 0, 0, 2, 8, 9];
+        let mut out = Vec::new();
+        let n = s
+            .bind(
+                Some(Values {
+                    count: 1,
+                    named: false,
+                    raw: &client,
+                }),
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(
+            out,
+            [0, 0, 0, 1, 7, 0, 0, 0, 2, 8, 9, 0xff, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(s.bind(None, &mut Vec::new()), Err("client value count"));
+    }
+}
