@@ -4,8 +4,11 @@ QUERY with everything a client can observe of it collected for comparison, and a
 that keeps the server busy (`Noise`)."""
 
 import re
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -225,3 +228,91 @@ class Noise:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class Relay:
+    """A TCP relay that reads the v4 frames going through it (uncompressed): it logs (time,
+    connection, what) for every PREPARE sent, the answer to it, and every QUERY `USE`, holds the
+    answers to PREPAREs for `hold` seconds (as if the server took that long), and keeps every
+    request frame's (connection, opcode, body) in `requests`."""
+
+    def __init__(self, upstream, hold=0.0):
+        self.upstream, self.hold = upstream, hold
+        self.log, self.lock = [], threading.Lock()
+        self.requests = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            conn = (len(self.log), down.getpeername())
+            prepares = set()
+            wlock = threading.Lock()
+            threading.Thread(target=self._pump, args=(conn, down, up, prepares, None, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(conn, up, down, prepares, wlock, False),
+                             daemon=True).start()
+
+    def _note(self, conn, what):
+        with self.lock:
+            self.log.append((time.monotonic(), conn, what))
+
+    def _pump(self, conn, src, dst, prepares, wlock, requests):
+        buf = b""
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                dst.close()
+                return
+            buf += data
+            while len(buf) >= 9:
+                length = struct.unpack(">i", buf[5:9])[0]
+                if len(buf) < 9 + length:
+                    break
+                frame, buf = buf[:9 + length], buf[9 + length:]
+                stream, opcode = struct.unpack(">h", frame[2:4])[0], frame[4]
+                if requests:
+                    with self.lock:
+                        self.requests.append((conn, opcode, frame[9:]))
+                    if opcode == 0x09:
+                        prepares.add(stream)
+                        self._note(conn, "PREPARE sent")
+                    elif opcode == 0x07 and b"USE " in frame[13:20].upper():
+                        self._note(conn, "USE sent")
+                    if not self._send(dst, frame, None):
+                        return
+                elif stream in prepares and self.hold:
+                    prepares.discard(stream)
+
+                    def later(frame=frame):
+                        time.sleep(self.hold)
+                        self._note(conn, "PREPARE answered")
+                        self._send(dst, frame, wlock)
+                    threading.Thread(target=later, daemon=True).start()
+                elif not self._send(dst, frame, wlock):
+                    return
+
+    @staticmethod
+    def _send(dst, frame, wlock):
+        """Writes a frame on; False once the other side is gone."""
+        try:
+            if wlock is None:
+                dst.sendall(frame)
+            else:
+                with wlock:
+                    dst.sendall(frame)
+            return True
+        except OSError:
+            return False
+
+    def close(self):
+        self.listener.close()

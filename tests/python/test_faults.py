@@ -28,8 +28,9 @@ from difftools import Metrics, connect, make_cluster, run_statement
 
 # The server's counters are compared statement by statement: no routing, whose cluster-view
 # reads (four QUERYs of system tables at the first routable request) would count against the
-# statement that asked for them. Routing has its own tests (test_routing.py).
-EXACT = ("--routing", "false")
+# statement that asked for them, and no control group (a control execution is a QUERY where the
+# counters expect an EXECUTE). Both have their own tests (test_routing.py, test_control.py).
+EXACT = ("--routing", "false", "--control-fraction", "0")
 
 
 @pytest.fixture(scope="module")

@@ -16,16 +16,12 @@ and so must the tables afterwards.
 """
 
 import contextlib
-import socket
-import struct
-import threading
-import time
 
 import pytest
 
 from conftest import require_own_node, run_proxy
 from corpus import S
-from difftools import connect, make_cluster, run_statement
+from difftools import Relay, connect, make_cluster, run_statement
 
 
 @pytest.fixture(scope="module")
@@ -180,78 +176,6 @@ def test_use_right_after_a_first_sighting(node, admin, run_id, pv, tmp_path):
             sess.execute(f"USE {sides[side][0]}")
         assert dump(d, sides["direct"][0], ["t", "w"]) == dump(p, sides["proxy"][0], ["t", "w"])
         assert dump(d, sides["direct"][1], ["t"]) == dump(p, sides["proxy"][1], ["t"])
-
-
-class Relay:
-    """A TCP relay between the proxy and the node that reads the v4 frames going through it:
-    it logs (time, connection, what) for every PREPARE the proxy sends, the answer to it, and
-    every QUERY `USE`, and holds the answers to PREPAREs for `hold` seconds (the server took that long)."""
-
-    def __init__(self, upstream, hold):
-        self.upstream, self.hold = upstream, hold
-        self.log, self.lock = [], threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            up = socket.create_connection(self.upstream)
-            conn = (len(self.log), down.getpeername())
-            prepares = set()
-            wlock = threading.Lock()
-            threading.Thread(target=self._pump, args=(conn, down, up, prepares, None, True),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(conn, up, down, prepares, wlock, False),
-                             daemon=True).start()
-
-    def _note(self, conn, what):
-        with self.lock:
-            self.log.append((time.monotonic(), conn, what))
-
-    def _pump(self, conn, src, dst, prepares, wlock, requests):
-        buf = b""
-        while True:
-            try:
-                data = src.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                dst.close()
-                return
-            buf += data
-            while len(buf) >= 9:
-                length = struct.unpack(">i", buf[5:9])[0]
-                if len(buf) < 9 + length:
-                    break
-                frame, buf = buf[:9 + length], buf[9 + length:]
-                stream, opcode = struct.unpack(">h", frame[2:4])[0], frame[4]
-                if requests:
-                    if opcode == 0x09:
-                        prepares.add(stream)
-                        self._note(conn, "PREPARE sent")
-                    elif opcode == 0x07 and b"USE " in frame[13:20].upper():
-                        self._note(conn, "USE sent")
-                    dst.sendall(frame)
-                elif stream in prepares:
-                    prepares.discard(stream)
-
-                    def later(frame=frame):
-                        time.sleep(self.hold)
-                        self._note(conn, "PREPARE answered")
-                        with wlock:
-                            dst.sendall(frame)
-                    threading.Thread(target=later, daemon=True).start()
-                else:
-                    with wlock:
-                        dst.sendall(frame)
-
-    def close(self):
-        self.listener.close()
 
 
 def test_use_waits_for_the_proxys_prepare(node, admin, run_id, tmp_path):

@@ -206,6 +206,11 @@ pub fn metrics_text(ctx: &Context) -> String {
     ctx.metrics
         .encode(&ctx.cache.stats(), ctx.shapes.len(), &mut out);
     ctx.metrics.encode_literals(ctx.literals.stats(), &mut out);
+    ctx.metrics.encode_control(
+        ctx.cfg.control_fraction,
+        ctx.shapes.estimated_seconds_saved(),
+        &mut out,
+    );
     let expiry = TlsExpiry {
         client: ctx
             .client_tls

@@ -68,6 +68,10 @@ pub struct Config {
     /// beyond it the least recently used are forgotten (their EXECUTEs are answered
     /// UNPREPARED by the server, and the driver prepares them again).
     pub literal_statements_bytes: usize,
+    /// The share of each shape's rewritable executions sent as the application's original
+    /// QUERY, to compare the server's response time with and without the rewrite (see
+    /// `control`); 0: none.
+    pub control_fraction: f64,
     /// Most prepared statements kept in the proxy's cache.
     pub cache_entries: usize,
     /// Most bytes (approximate) the proxy's prepared cache holds.
@@ -146,6 +150,7 @@ impl Default for Config {
             routing_local_dc: None,
             prepare_literals: true,
             literal_statements_bytes: 16 * 1024 * 1024,
+            control_fraction: 0.01,
             cache_entries: 10_000,
             cache_bytes: 64 * 1024 * 1024,
             admission_threshold: 2,

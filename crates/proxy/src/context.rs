@@ -37,6 +37,9 @@ pub struct Context {
     pub metrics: Metrics,
     /// Statistics of the most executed statement shapes (`/shapes`).
     pub shapes: Shapes,
+    /// Every how many executions of a shape one is a control one (`--control-fraction`; see
+    /// [`crate::control`]).
+    pub control_period: Option<u64>,
     /// The statements clients prepared with literals inline (`--prepare-literals`).
     pub literals: crate::literal_prepare::LiteralStatements,
     /// Set while the data listener accepts connections (`/ready` needs it).
@@ -89,6 +92,7 @@ impl Context {
             metrics: Metrics::default(),
             shapes: Shapes::default(),
             literals: crate::literal_prepare::LiteralStatements::new(cfg.literal_statements_bytes),
+            control_period: crate::control::period(cfg.control_fraction),
             listening: AtomicBool::new(false),
             lifecycle: Lifecycle::new(cfg.max_client_connections),
             refusals: Refusals::default(),

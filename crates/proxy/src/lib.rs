@@ -6,6 +6,7 @@
 //! - [`config`]: the TOML file, `AUTOPREP_*` environment variables and flags.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
+//! - [`control`]: the control group: a share of rewritable executions sent as written.
 //! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
 //! - [`literal_prepare`]: PREPAREs of statements with literals inline, answered from their
@@ -36,6 +37,7 @@ pub mod cluster;
 pub mod config;
 pub mod contact_points;
 pub mod context;
+pub mod control;
 pub mod flavor;
 pub mod lifecycle;
 pub mod limit;

@@ -7,6 +7,7 @@
 //! own locks (prometheus-client's histogram takes a lock per observation) and registry types
 //! on the data path for a format that is a few lines of `write!`.
 
+use crate::control::Group;
 use crate::literal_prepare::LiteralStats;
 use crate::streams::Tag;
 use autoprep_cache::CacheStats;
@@ -60,6 +61,10 @@ pub struct Metrics {
     pub bytes_to_clients: Arc<AtomicU64>,
     /// From a request taking its upstream stream id to its response going to the client writer.
     pub request_duration: Histogram,
+    /// The same, for QUERYs sent as EXECUTE and for control executions of ready shapes sent as
+    /// they were (see [`crate::control`]).
+    response_rewritten: Histogram,
+    response_control: Histogram,
     /// TLS material put in use after its files changed or on SIGHUP.
     pub tls_reloads_ok: AtomicU64,
     /// TLS files that changed but could not be used (the previous material stayed in use).
@@ -189,8 +194,14 @@ impl Metrics {
         let Some(started) = tag.started else { return };
         let took = started.elapsed();
         self.request_duration.observe(took);
+        match tag.group {
+            Group::Rewritten => self.response_rewritten.observe(took),
+            Group::Control => self.response_control.observe(took),
+            Group::Other => {}
+        }
         if let Some(shape) = tag.shape {
             shape.observe_latency(took);
+            shape.observe_group(tag.group, took);
         }
     }
 
@@ -471,7 +482,7 @@ impl Metrics {
             "Time from a request taking its upstream stream id to its response being handed to the client writer.",
         );
         self.request_duration
-            .encode("autoprep_request_duration_seconds", &mut e);
+            .encode("autoprep_request_duration_seconds", &[], &mut e);
     }
 
     /// Writes the metrics of the statements clients prepared with literals inline (see
@@ -533,6 +544,40 @@ impl Metrics {
             &[],
             map.evicted,
         );
+    }
+
+    /// Writes the control comparison's metrics (see [`crate::control`]): the fraction in use,
+    /// the response times of both groups, and `saved`, the estimated server time saved
+    /// ([`crate::shapes::Shapes::estimated_seconds_saved`]).
+    pub fn encode_control(&self, fraction: f64, saved: f64, out: &mut String) {
+        let mut e = Encoder(out);
+        e.head(
+            "autoprep_control_fraction",
+            "gauge",
+            "The share of each shape's rewritable executions sent as the application's original QUERY (the control group).",
+        );
+        e.sample_f64("autoprep_control_fraction", &[], fraction);
+        e.head(
+            "autoprep_server_response_seconds",
+            "histogram",
+            "Response time of QUERYs sent as EXECUTE of their shape (group=rewritten) and of control executions of ready shapes sent as the application's QUERY (group=control), from sending the request to its answer.",
+        );
+        self.response_rewritten.encode(
+            "autoprep_server_response_seconds",
+            &[("group", "rewritten")],
+            &mut e,
+        );
+        self.response_control.encode(
+            "autoprep_server_response_seconds",
+            &[("group", "control")],
+            &mut e,
+        );
+        e.head(
+            "autoprep_estimated_server_seconds_saved_total",
+            "gauge",
+            "An estimate of server time saved by the rewrite: per tracked shape, mean control response time minus mean rewritten response time, times the QUERYs sent as EXECUTE (shapes with at least 5 samples in each group). An estimate of time on the request path, not a measurement of server CPU; it can fall when a shape leaves /shapes.",
+        );
+        e.sample_f64("autoprep_estimated_server_seconds_saved_total", &[], saved);
     }
 
     /// Writes the TLS metrics: reloads by result, and the expiry of the certificates in use.
@@ -618,20 +663,25 @@ impl Histogram {
         self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
     }
 
-    fn encode(&self, name: &str, e: &mut Encoder<'_>) {
+    fn encode(&self, name: &str, labels: &[(&str, &str)], e: &mut Encoder<'_>) {
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0;
+        let with = |le| {
+            let mut l = labels.to_vec();
+            l.push(("le", le));
+            l
+        };
         for ((_, le), c) in BUCKETS.iter().zip(&self.counts) {
             cumulative += c.load(Ordering::Relaxed);
-            e.sample(&bucket, &[("le", le)], cumulative);
+            e.sample(&bucket, &with(le), cumulative);
         }
         if let Some(c) = self.counts.last() {
             cumulative += c.load(Ordering::Relaxed);
         }
-        e.sample(&bucket, &[("le", "+Inf")], cumulative);
+        e.sample(&bucket, &with("+Inf"), cumulative);
         let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(e.0, "{name}_sum {sum}");
-        e.sample(&format!("{name}_count"), &[], cumulative);
+        e.sample_f64(&format!("{name}_sum"), labels, sum);
+        e.sample(&format!("{name}_count"), labels, cumulative);
     }
 }
 
@@ -645,6 +695,17 @@ impl Encoder<'_> {
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        self.series(name, labels);
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    fn sample_f64(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.series(name, labels);
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    /// A series' name and labels.
+    fn series(&mut self, name: &str, labels: &[(&str, &str)]) {
         self.0.push_str(name);
         if !labels.is_empty() {
             self.0.push('{');
@@ -659,7 +720,6 @@ impl Encoder<'_> {
             }
             self.0.push('}');
         }
-        let _ = writeln!(self.0, " {value}");
     }
 }
 
@@ -817,12 +877,49 @@ mod tests {
             None,
             "SELECT * FROM t WHERE k = ?",
         );
-        m.responded(Tag {
-            started: Some(std::time::Instant::now()),
-            shape: Some(shape),
-        });
+        for group in [Group::Rewritten, Group::Control, Group::Other] {
+            m.responded(Tag {
+                started: Some(std::time::Instant::now()),
+                shape: Some(shape.clone()),
+                group,
+            });
+        }
         m.responded(Tag::default()); // untimed: nothing
-        assert_eq!(m.request_duration.count(), 1);
-        assert_eq!(shapes.top(1)[0].latency_samples, 1);
+        assert_eq!(m.request_duration.count(), 3);
+        assert_eq!(m.response_rewritten.count(), 1);
+        assert_eq!(m.response_control.count(), 1);
+        let top = &shapes.top(1)[0];
+        assert_eq!(top.latency_samples, 3);
+        let c = &top.control_comparison;
+        assert_eq!((c.rewritten.samples, c.control.samples), (1, 1));
+        assert_eq!(c.saved_seconds_per_execution, None, "too few samples");
+    }
+
+    /// The control series carry only the group label's two values (bounded labels).
+    #[test]
+    fn control_series_are_bounded() {
+        let m = Metrics::default();
+        let mut out = String::new();
+        m.encode_control(0.01, 1.5, &mut out);
+        assert!(out.contains("autoprep_control_fraction 0.01\n"), "{out}");
+        assert!(out.contains("autoprep_estimated_server_seconds_saved_total 1.5\n"));
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            let labels = line.split_once('{').map(|(_, l)| l).unwrap_or("");
+            for kv in labels
+                .trim_end_matches(|c| c != '}')
+                .trim_end_matches('}')
+                .split(',')
+            {
+                let key = kv.split('=').next().unwrap_or("");
+                assert!(["", "group", "le"].contains(&key), "{line}");
+            }
+            if line.contains("group=") {
+                assert!(
+                    line.contains("group=\"rewritten\"") || line.contains("group=\"control\""),
+                    "{line}"
+                );
+            }
+        }
+        assert!(out.contains("autoprep_server_response_seconds_count{group=\"control\"} 0"));
     }
 }

@@ -408,6 +408,11 @@ fn decide_shape(
             .failed(node, hash, "bind variable count differs", now);
         return pass("bind variable count differs");
     }
+    let execution = shape_stats.as_ref().map_or(0, |s| s.executions());
+    if crate::control::chosen(execution, ctx.control_period) {
+        // The client's own QUERY, for the control comparison (see `control`).
+        return pass(crate::control::REASON);
+    }
 
     scratch.clear();
     let bound = bind_values(

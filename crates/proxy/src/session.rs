@@ -12,6 +12,7 @@
 //! [`lifecycle::CLOSE_WAIT`]), and the connection closes.
 
 use crate::context::Context;
+use crate::control::{self, Group};
 use crate::lifecycle;
 use crate::literal_prepare;
 use crate::metrics::Metrics;
@@ -421,11 +422,22 @@ fn plain_body<'e>(
 async fn allocate(
     shared: &Shared,
     to_upstream: &Outbox,
+    pending: Pending,
+    shape: Option<ShapeRef>,
+) -> i16 {
+    allocate_in(shared, to_upstream, pending, shape, Group::Other).await
+}
+
+/// [`allocate`] for a request whose response time is one of the control comparison's.
+async fn allocate_in(
+    shared: &Shared,
+    to_upstream: &Outbox,
     mut pending: Pending,
     mut shape: Option<ShapeRef>,
+    group: Group,
 ) -> i16 {
     loop {
-        match shared.lock().streams.allocate_tagged(pending, shape) {
+        match shared.lock().streams.allocate_tagged(pending, shape, group) {
             Ok(id) => return id,
             Err(back) => (pending, shape) = back,
         }
@@ -670,7 +682,12 @@ async fn forward_request(
                 };
                 if literals.is_empty() {
                     let pending = as_sent(stream, use_keyspace, topology, schema_change);
-                    let up = allocate(shared, to_upstream, pending, shape).await;
+                    let group = if reason == control::REASON {
+                        Group::Control
+                    } else {
+                        Group::Other
+                    };
+                    let up = allocate_in(shared, to_upstream, pending, shape, group).await;
                     send_upstream(to_upstream, env.into_frame(), up).await?;
                 } else {
                     // A batch of statements the server never saw: it learns them first.
@@ -740,6 +757,12 @@ async fn send_rewritten(
         }
         None => frame,
     };
+    // A QUERY sent as EXECUTE is the control comparison's other side.
+    let group = if r.client_execute {
+        Group::Other
+    } else {
+        Group::Rewritten
+    };
     let pending = Pending::Rewritten {
         stream: r.stream,
         original: r.original,
@@ -752,7 +775,7 @@ async fn send_rewritten(
             })
         }),
     };
-    let up = allocate(shared, to_upstream, pending, shape).await;
+    let up = allocate_in(shared, to_upstream, pending, shape, group).await;
     send_upstream(to_upstream, frame, up).await
 }
 

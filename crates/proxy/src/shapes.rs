@@ -12,6 +12,7 @@
 //! only for a shape not yet tracked; everything else is relaxed atomics on the shape's own
 //! counters, reached through a [`ShapeRef`] the session keeps with the request.
 
+use crate::control::{self, Group, Moments};
 use crate::rewrite::Decision;
 use autoprep_protocol::cql::lexer::tokenize;
 use autoprep_protocol::cql::normalize::{fingerprint, ShapeHash};
@@ -95,6 +96,10 @@ pub struct ShapeStats {
     literal_answered: AtomicU64,
     literal_passed: Reasons,
     literal_executions: AtomicU64,
+    /// Response times of this shape's QUERYs sent as EXECUTE, and of its control executions
+    /// (see [`crate::control`]).
+    rewritten_time: Moments,
+    control_time: Moments,
 }
 
 /// A handle on one shape's counters, kept with a request until its response.
@@ -117,6 +122,39 @@ impl ShapeStats {
             literal_answered: AtomicU64::new(0),
             literal_passed: Reasons::default(),
             literal_executions: AtomicU64::new(0),
+            rewritten_time: Moments::default(),
+            control_time: Moments::default(),
+        }
+    }
+
+    fn comparison_difference(&self) -> Option<(f64, f64)> {
+        control::difference(self.control_time.summary(), self.rewritten_time.summary())
+    }
+
+    /// How many QUERYs of this shape were seen (the one being decided included).
+    pub fn executions(&self) -> u64 {
+        self.executions.load(Ordering::Relaxed)
+    }
+
+    /// Records the response time of a request of this shape in the control comparison.
+    pub fn observe_group(&self, group: Group, d: Duration) {
+        match group {
+            Group::Rewritten => self.rewritten_time.observe(d),
+            Group::Control => self.control_time.observe(d),
+            Group::Other => {}
+        }
+    }
+
+    /// The control comparison: both groups' response times and the estimated server time
+    /// saved per rewritten execution (control − rewritten) with its 95 % interval.
+    pub fn comparison(&self) -> ControlComparison {
+        let (control, rewritten) = (self.control_time.summary(), self.rewritten_time.summary());
+        let diff = control::difference(control, rewritten);
+        ControlComparison {
+            control: GroupTimes::of(control),
+            rewritten: GroupTimes::of(rewritten),
+            saved_seconds_per_execution: diff.map(|d| d.0),
+            ci95_seconds: diff.map(|d| d.1),
         }
     }
 
@@ -180,6 +218,7 @@ impl ShapeStats {
             mean_latency_seconds: (samples > 0)
                 .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
             latency_samples: samples,
+            control_comparison: self.comparison(),
             prepared_with_literals: LiteralPattern {
                 answered: load(&self.literal_answered),
                 passed: self.literal_passed.snapshot(),
@@ -227,6 +266,37 @@ pub struct ShapeSnapshot {
     pub latency_samples: u64,
     /// The other legacy pattern: statements of this shape prepared with literals inline.
     pub prepared_with_literals: LiteralPattern,
+    /// Response times of rewritten and control executions (see [`crate::control`]).
+    pub control_comparison: ControlComparison,
+}
+
+/// One group's response times in `/shapes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GroupTimes {
+    pub samples: u64,
+    pub mean_seconds: Option<f64>,
+}
+
+impl GroupTimes {
+    fn of(s: control::Summary) -> GroupTimes {
+        GroupTimes {
+            samples: s.samples,
+            mean_seconds: (s.samples > 0).then_some(s.mean),
+        }
+    }
+}
+
+/// The control comparison of a shape, as `/shapes` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ControlComparison {
+    /// Executions sent as the application's own QUERY.
+    pub control: GroupTimes,
+    /// Executions sent as EXECUTE of the shape.
+    pub rewritten: GroupTimes,
+    /// Mean control − mean rewritten response time, once both groups have a few samples.
+    pub saved_seconds_per_execution: Option<f64>,
+    /// Half-width of its 95 % confidence interval (Welch).
+    pub ci95_seconds: Option<f64>,
 }
 
 /// The tracked shapes: a bounded LRU keyed by the shape's hash in its keyspace.
@@ -307,6 +377,19 @@ impl Shapes {
     /// How many shapes were forgotten to stay within the capacity.
     pub fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// The estimated server time saved over the tracked shapes (see [`crate::control`]): per
+    /// shape with enough samples in both groups, the difference of mean response times times
+    /// its QUERYs sent as EXECUTE.
+    pub fn estimated_seconds_saved(&self) -> f64 {
+        let all: Vec<ShapeRef> = self.lock().iter().map(|(_, s)| s.clone()).collect();
+        all.iter()
+            .filter_map(|s| {
+                let (saved, _) = s.comparison_difference()?;
+                Some(saved * s.rewritten.load(Ordering::Relaxed) as f64)
+            })
+            .sum()
     }
 
     /// The `limit` most executed shapes, most executed first.

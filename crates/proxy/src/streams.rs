@@ -111,6 +111,8 @@ pub struct Tag {
     pub started: Option<Instant>,
     /// The statement shape of a normalized QUERY.
     pub shape: Option<ShapeRef>,
+    /// Whether its response time is one of the control comparison's (see [`crate::control`]).
+    pub group: crate::control::Group,
 }
 
 /// A bitmap allocator with the pending request of every id in use.
@@ -160,7 +162,8 @@ impl StreamTable {
 
     /// Takes a free id for `pending`, or `None` when all are in use.
     pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
-        self.allocate_tagged(pending, None).ok()
+        self.allocate_tagged(pending, None, crate::control::Group::Other)
+            .ok()
     }
 
     /// The lowest free id, growing the table by one word of 64 ids when every grown id is
@@ -219,23 +222,21 @@ impl StreamTable {
         &mut self,
         pending: Pending,
         shape: Option<ShapeRef>,
+        group: crate::control::Group,
     ) -> Result<i16, (Pending, Option<ShapeRef>)> {
         let Some((idx, id)) = self.take_free_id() else {
             return Err((pending, shape));
         };
         self.slots[idx] = Some(pending);
-        self.set_tag(idx, shape);
-        Ok(id)
-    }
-
-    fn set_tag(&mut self, idx: usize, shape: Option<ShapeRef>) {
         if self.tags.len() <= idx {
             self.tags.resize_with(idx + 1, Tag::default);
         }
         self.tags[idx] = Tag {
             started: Some(Instant::now()),
             shape,
+            group,
         };
+        Ok(id)
     }
 
     /// Releases `id` like [`StreamTable::release`], also returning its tag. The start time
@@ -249,6 +250,7 @@ impl StreamTable {
             (Some(_), Some(t)) => Tag {
                 started: t.started,
                 shape: t.shape.take(),
+                group: t.group,
             },
             _ => Tag::default(),
         };
@@ -347,7 +349,13 @@ mod tests {
             "SELECT * FROM t WHERE k = ?",
         );
         let mut t = StreamTable::new();
-        let id = t.allocate_tagged(Pending::client(3), Some(shape)).unwrap();
+        let id = t
+            .allocate_tagged(
+                Pending::client(3),
+                Some(shape),
+                crate::control::Group::Other,
+            )
+            .unwrap();
         let (pending, tag) = t.release_tagged(id);
         assert_eq!(pending, Some(Pending::client(3)));
         let started = tag.started.unwrap();
@@ -402,7 +410,9 @@ mod tests {
         for i in 0..STREAM_COUNT {
             t.allocate(Pending::client(i as i16)).unwrap();
         }
-        let back = t.allocate_tagged(Pending::client(9), None).unwrap_err();
+        let back = t
+            .allocate_tagged(Pending::client(9), None, crate::control::Group::Other)
+            .unwrap_err();
         assert_eq!(back.0, Pending::client(9));
     }
 

@@ -78,6 +78,25 @@ impl Raw<'_> {
         }
     }
 
+    /// A number from 0 to 1.
+    pub fn fraction(&self) -> Result<f64, String> {
+        let v = match self {
+            Raw::Text(s) => s
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| format!("expected a number from 0 to 1, got {s:?}"))?,
+            Raw::Toml(toml::Value::Float(f)) => *f,
+            Raw::Toml(toml::Value::Integer(i)) => *i as f64,
+            Raw::Toml(v) => return Err(format!("expected a number, got {}", v.type_str())),
+            Raw::Texts(_) => return Err("expected one value".into()),
+        };
+        if (0.0..=1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!("expected a number from 0 to 1, got {v}"))
+        }
+    }
+
     /// A boolean: `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off` in text).
     pub fn boolean(&self) -> Result<bool, String> {
         match self {
@@ -323,6 +342,19 @@ pub static OPTIONS: &[Spec] = &[
         help: "Most bytes (approximate) the map of statements prepared with literals inline holds; the least recently used beyond it are forgotten (the server answers their EXECUTEs UNPREPARED, and the driver prepares them again)",
         set: |c, v| {
             c.literal_statements_bytes = v.number()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "control_fraction",
+        flag: "control-fraction",
+        env: "AUTOPREP_CONTROL_FRACTION",
+        value_name: "FRACTION",
+        kind: Kind::One,
+        hidden: false,
+        help: "The share (0 to 1) of each shape's rewritable executions sent as the application's original QUERY, to compare the server's response time with and without the rewrite (0: none)",
+        set: |c, v| {
+            c.control_fraction = v.fraction()?;
             Ok(())
         },
     },
