@@ -1,15 +1,19 @@
 // Driver-matrix test for gocql (issue 8): runs the legacy workload of workload.go through
 // autoprep, checks that the driver's connections all lead to autoprep and that autoprep
 // rewrote statements, then runs the same workload directly against the server as a control and
-// requires both transcripts to be identical.
+// requires both transcripts to be identical. Then the literal-PREPARE workload of literal.go:
+// statements formatted with literals, which gocql prepares one by one, through autoprep and
+// directly (identical transcripts), with the server's prepared statements counted around each
+// run (through autoprep they must grow by the number of shapes, not of statements).
 //
 // Environment (set by tests/drivers/run.sh):
 //
 //	AUTOPREP_DRIVER_TARGET    autoprep's CQL address, host:port (required)
 //	AUTOPREP_DRIVER_ADMIN     autoprep's admin address, host:port (required)
 //	AUTOPREP_DRIVER_UPSTREAM  the server itself, host:port; unset or empty: no direct control
-//	AUTOPREP_DRIVER_LOG_DIR   where the two transcripts are written (go-proxied.txt,
-//	                          go-direct.txt); unset: not written
+//	AUTOPREP_DRIVER_LOG_DIR   where the transcripts are written (go-proxied.txt, go-direct.txt,
+//	                          go-literal[_v4]-proxied.txt, go-literal[_v4]-direct.txt); unset:
+//	                          not written
 //
 // gocql runs with its default host selection and no host filter: autoprep's topology rewriting
 // alone must keep it on autoprep, which the connection check proves.
@@ -33,6 +37,9 @@ import (
 
 const name = "go (gocql)"
 
+// watchdog bounds the whole run (it takes well under a minute).
+const watchdog = 5 * time.Minute
+
 type config struct {
 	target, admin, upstream, logDir string
 }
@@ -48,6 +55,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: AUTOPREP_DRIVER_TARGET and AUTOPREP_DRIVER_ADMIN must be set\n", name)
 		os.Exit(2)
 	}
+	// A driver in a loop (gocql prepares again on every UNPREPARED, without a bound) must not
+	// hang the matrix.
+	time.AfterFunc(watchdog, func() {
+		fmt.Printf("%s: ERROR no result after %s: a driver loop? (see autoprep's /metrics)\n", name, watchdog)
+		os.Exit(2)
+	})
 	passed, err := run(cfg)
 	switch {
 	case err != nil:
@@ -142,15 +155,22 @@ func run(cfg config) (bool, error) {
 			problems = append(problems, fmt.Sprintf("%d transcript differences", len(diffs)))
 		}
 	}
+
+	// Statements formatted with literals and prepared one by one (literal.go).
+	problems = append(problems, literalPrepares(cfg)...)
 	return len(problems) == 0, nil
 }
 
 // connect opens a gocql session to addr (host:port), in keyspace ks when not empty, with
 // gocql's default host selection policy and no host filter.
-func connect(addr, ks string) (*gocql.Session, error) {
+func connect(addr, ks string) (*gocql.Session, error) { return connectProto(addr, ks, 0) }
+
+// connectProto is connect on protocol version proto (0: the one gocql negotiates).
+func connectProto(addr, ks string, proto int) (*gocql.Session, error) {
 	// The contact point's port stays the port of the node gocql reaches first; nodes it learns
 	// of later (system.peers) would be dialled at ClusterConfig.Port.
 	cluster := gocql.NewCluster(addr)
+	cluster.ProtoVersion = proto
 	cluster.Keyspace = ks
 	cluster.Compressor = &lz4.LZ4Compressor{}
 	cluster.Consistency = gocql.One

@@ -441,7 +441,7 @@ func readRows(iter *gocql.Iter) (rowSet, error) {
 	var header []string
 	for _, c := range cols {
 		set.names = append(set.names, c.Name)
-		header = append(header, fmt.Sprintf("%s %v", c.Name, c.TypeInfo))
+		header = append(header, c.Name+" "+typeName(c.TypeInfo))
 	}
 	set.header = strings.Join(header, ", ")
 	for {

@@ -14,7 +14,9 @@ import java.util.List;
 /**
  * The Java driver 4.x through autoprep: runs the legacy {@link Workload} through the proxy and,
  * as a control, directly against the node; checks every answer, compares the two runs, compares
- * error messages, checks that the driver stayed on the proxy and that autoprep rewrote queries.
+ * error messages, checks that the driver stayed on the proxy and that autoprep rewrote queries;
+ * then {@link LiteralPrepares}: statements formatted with literals and prepared one by one,
+ * compared the same way, with the server's prepared statements counted around each run.
  *
  * <p>Environment: AUTOPREP_DRIVER_TARGET (autoprep, host:port), AUTOPREP_DRIVER_ADMIN (its admin
  * endpoint), AUTOPREP_DRIVER_DIRECT (the node, for the control; default 127.0.0.1:9042),
@@ -35,6 +37,7 @@ public final class Main {
         "AUTOPREP_DRIVER_DIRECT", "127.0.0.1:9042"));
     Checks checks = new Checks();
     long t0 = System.nanoTime();
+    watchdog();
 
     double rewrittenBefore = admin == null ? 0
         : AdminMetrics.sum(admin, "autoprep_queries_total", "outcome=\"rewritten\"");
@@ -54,6 +57,9 @@ public final class Main {
       System.out.printf("errors took %d ms%n", (System.nanoTime() - te) / 1_000_000);
       Topology.driverView(proxied, target, checks);
       Topology.serverView(direct, APP_PROXIED, checks);
+      long tl = System.nanoTime();
+      LiteralPrepares.check(proxied, direct, KEYSPACE, KEYSPACE + "_direct", admin, checks);
+      System.out.printf("literal PREPAREs took %d ms%n", (System.nanoTime() - tl) / 1_000_000);
       direct.execute("DROP KEYSPACE IF EXISTS " + KEYSPACE + "_direct");
     }
     if (admin == null) {
@@ -83,6 +89,25 @@ public final class Main {
           + " failed");
     }
     System.exit(checks.failures().isEmpty() ? 0 : 1);
+  }
+
+  /**
+   * Ends the run after five minutes (it takes well under one): a driver in a loop, e.g. preparing
+   * again on every UNPREPARED, must not hang the matrix.
+   */
+  static void watchdog() {
+    Thread t = new Thread(() -> {
+      try {
+        Thread.sleep(Duration.ofMinutes(5).toMillis());
+      } catch (InterruptedException e) {
+        return;
+      }
+      System.out.println(
+          "java: no result after 5 minutes: a driver loop? (see autoprep's /metrics)");
+      System.exit(2);
+    }, "watchdog");
+    t.setDaemon(true);
+    t.start();
   }
 
   /**
