@@ -3,7 +3,8 @@
 
 autoprep is given node 1 only (drivers still see one node, autoprep itself). Each rewritten
 INSERT, UPDATE, DELETE and SELECT of a partition, each EXECUTE of a statement the client
-prepared itself and each single-partition BATCH of those, must be coordinated by a replica of that
+prepared itself (with markers, or with its literals inline: issue 17) and each single-partition
+BATCH of those, must be coordinated by a replica of that
 partition in the local datacenter (dc1) where it has one: proven from the servers' own per-node,
 per-table coordinator counters (`cluster.Snapshot`), against the replicas the Python driver's
 own token metadata computes (an independent Murmur3 and placement). Keyspaces: RF 1
@@ -99,7 +100,7 @@ def routed_count(admin):
 
 
 KINDS = ["insert", "update", "select", "delete", "c-insert", "c-select", "p-insert",
-         "p-select", "p-c-select", "p-batch"]
+         "p-select", "p-c-select", "p-batch", "l-insert", "l-c-select"]
 
 # The client's own prepared statements (the legacy application that prepares with markers).
 PREPARED = {
@@ -141,6 +142,12 @@ def workload(rng, n):
             out.append(("write", "t", (k,), f"DELETE FROM t WHERE k = {k}"))
         elif kind == "select":
             out.append(("read", "t", (k,), f"SELECT v FROM t WHERE k = {k}"))
+        elif kind == "l-insert":
+            # Prepared with its literals inline (issue 17), then executed.
+            out.append(("write", "t", (k,), kind, f"INSERT INTO t (k, v) VALUES ({k}, 'l{k}')"))
+        elif kind == "l-c-select":
+            out.append(("read", "c", (a, b), kind,
+                        f"SELECT n, v FROM c WHERE a = {a} AND b = '{b}'"))
         elif kind == "c-insert":
             out.append(("write", "c", (a, b),
                         f"INSERT INTO c (a, b, n, v) VALUES ({a}, '{b}', {i}, 'c{a}')"))
@@ -172,6 +179,8 @@ def test_each_statement_is_coordinated_by_a_replica(cluster, keyspaces, pv, tmp_
                 def run(st):
                     if st[4] is None:
                         return session.execute(st[3])
+                    if st[3].startswith("l-"):
+                        return session.execute(session.prepare(st[4]))
                     if st[3] == "p-batch":
                         batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                         for n in range(3):

@@ -242,6 +242,32 @@ impl LiteralStatements {
         true
     }
 
+    /// Forgets the statements of a keyspace, or of one of its tables, after a schema change:
+    /// Cassandra drops the prepared statements of a table that changed
+    /// (`QueryProcessor.MigrationSubscriber`), so an EXECUTE of one of their ids must be
+    /// answered UNPREPARED, for the driver to prepare it again and learn the new result
+    /// metadata. Returns how many were forgotten.
+    pub fn schema_changed(&self, keyspace: &str, table: Option<&str>) -> usize {
+        if !self.holds_any() {
+            return 0;
+        }
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let stale: Vec<[u8; 16]> = inner
+            .map
+            .iter()
+            .filter(|(_, s)| s.entry.touches(keyspace, table))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &stale {
+            if let Some(s) = inner.map.pop(id) {
+                inner.bytes -= s.weight();
+            }
+        }
+        self.len.store(inner.map.len(), Ordering::Relaxed);
+        stale.len()
+    }
+
     /// Entries, bytes and evictions so far.
     pub fn stats(&self) -> LiteralStats {
         let g = self.lock();

@@ -516,6 +516,9 @@ async fn forward_request(
                 version: header.version,
                 hash: None,
                 same_keyspace,
+                shape: None,
+                group: Group::Other,
+                literals: Vec::new(),
             };
             let frame = match routing::route(ctx, shared, frame, route, req).await {
                 Ok(()) => return Ok(()),
@@ -745,6 +748,13 @@ async fn send_rewritten(
                 version: r.version,
                 hash,
                 same_keyspace: r.same_keyspace,
+                shape: shape.clone(),
+                group: if r.client_execute {
+                    Group::Other
+                } else {
+                    Group::Rewritten
+                },
+                literals: r.literals.clone(),
             };
             let outcome = routing::route(ctx, shared, frame, route, routed).await;
             if let Some(s) = &shape {
@@ -889,6 +899,11 @@ mod routing {
         /// is). Otherwise the home node warns once about `USE` with prepared statements, which
         /// a replica connection would not: such a request goes home.
         pub same_keyspace: bool,
+        /// The statement's shape and control-comparison group, for the response-time metrics.
+        pub shape: Option<ShapeRef>,
+        pub group: Group,
+        /// See `Routed::Client::literals`.
+        pub literals: Vec<Arc<literal_prepare::Statement>>,
     }
 
     fn home(
@@ -979,6 +994,12 @@ mod routing {
                 .text
                 .get(..7)
                 .is_some_and(|t| t.eq_ignore_ascii_case("SELECT ")),
+            tag: crate::streams::Tag {
+                started: Some(now),
+                shape: req.shape,
+                group: req.group,
+            },
+            literals: req.literals,
         };
         match link.send(frame, routed).await {
             Ok(()) => {
@@ -1327,6 +1348,8 @@ mod routing {
                         original,
                         id,
                         hash,
+                        tag,
+                        literals,
                         ..
                     }) => {
                         let unprepared = env.header().opcode == Opcode::ERROR
@@ -1334,10 +1357,10 @@ mod routing {
                         if unprepared {
                             ctx.cluster.forget(link.addr, &id);
                             Metrics::inc(&ctx.metrics.unprepared_recoveries);
-                            let up =
-                                allocate(&shared, &shared.upstream, Pending::client(stream), None)
-                                    .await;
-                            if send_upstream(&shared.upstream, BytesMut::from(&original[..]), up)
+                            // Home, as the client sent it (after the home node learns the
+                            // statements it prepared with literals inline, if any).
+                            let to = &shared.upstream;
+                            if materialize(&ctx, &shared, to, stream, literals, original, None)
                                 .await
                                 .is_err()
                             {
@@ -1346,6 +1369,7 @@ mod routing {
                             shared.upstream.flush();
                             continue;
                         }
+                        ctx.metrics.responded(tag);
                         let mut env = match hash {
                             Some(hash) if version >= ProtocolVersion::V5 => {
                                 without_metadata_change(env, shared.node, hash, &id, &ctx)
@@ -1378,12 +1402,13 @@ mod routing {
                 stream,
                 original,
                 read: true,
+                literals,
                 ..
             } = r
             {
                 // A read changes nothing: it goes home.
-                let up = allocate(&shared, &shared.upstream, Pending::client(stream), None).await;
-                let _ = send_upstream(&shared.upstream, BytesMut::from(&original[..]), up).await;
+                let to = &shared.upstream;
+                let _ = materialize(&ctx, &shared, to, stream, literals, original, None).await;
                 shared.upstream.flush();
             } else if let Routed::Client { stream, .. } = r {
                 let msg = format!(
@@ -2068,6 +2093,9 @@ fn schema_changed(
     };
     let dropped = ctx.cache.schema_changed(&keyspace, table.as_deref());
     Metrics::add(&ctx.metrics.schema_invalidations, dropped as u64);
+    // The server forgets the statements of that table: so does the map of statements prepared
+    // with literals inline (their next EXECUTE is answered UNPREPARED, as directly).
+    ctx.literals.schema_changed(&keyspace, table.as_deref());
     debug!(
         keyspace,
         table, dropped, "schema change seen; prepared shapes of it dropped"
