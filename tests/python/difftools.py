@@ -3,6 +3,7 @@ nothing in the background, the server's CQL counters, one statement run as an un
 QUERY with everything a client can observe of it collected for comparison, and another client
 that keeps the server busy (`Noise`)."""
 
+import contextlib
 import re
 import socket
 import struct
@@ -316,3 +317,34 @@ class Relay:
 
     def close(self):
         self.listener.close()
+
+
+def spied(rf):
+    """The list every response the driver receives for the request future `rf` is appended to
+    (call before the request is sent)."""
+    responses = []
+    orig = rf._set_result
+
+    def spy(host, connection, pool, response):
+        responses.append(response)
+        return orig(host, connection, pool, response)
+
+    rf._set_result = spy
+    return responses
+
+
+@contextlib.contextmanager
+def scratch_keyspace(node, name, *ddl):
+    """A keyspace `name` (RF 1) on `node` with the tables of `ddl` ({ks} is its name), dropped at
+    the end; yields (name, a direct session)."""
+    cluster = make_cluster(node.host, node.port, 4, None)
+    session = cluster.connect()
+    try:
+        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {name} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
+        for cql in ddl:
+            session.execute(cql.format(ks=name), timeout=60)
+        yield name, session
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+        cluster.shutdown()

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from conftest import _free_port, require_own_node, run_proxy
-from difftools import Relay, connect, make_cluster
+from difftools import Relay, connect, scratch_keyspace
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +26,9 @@ def node(own_node):
 
 @pytest.fixture()
 def keyspace(node, run_id):
-    cluster = make_cluster(node.host, node.port, 4, None)
-    session = cluster.connect()
-    ks = f"ctl{run_id}"
-    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
-                    "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
-    session.execute(f"CREATE TABLE IF NOT EXISTS {ks}.kv (k int PRIMARY KEY, v text)", timeout=60)
-    yield ks
-    session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=60)
-    cluster.shutdown()
+    with scratch_keyspace(node, f"ctl{run_id}",
+                          "CREATE TABLE {ks}.kv (k int PRIMARY KEY, v text)") as (ks, _):
+        yield ks
 
 
 def run(node, ks, tmp_path, fraction, n):

@@ -71,7 +71,7 @@ from cassandra.query import (BatchStatement, BatchType, PreparedStatement, Simpl
 
 import gen_statements as gen
 from conftest import _free_port, run_proxy
-from difftools import Noise, own_or_shared, make_cluster
+from difftools import Noise, own_or_shared, make_cluster, spied
 
 COMBOS = [(4, None), (4, "lz4"), (5, None), (5, "lz4")]
 # The other legacy pattern (issue 17): every DML statement rendered with its literals inline
@@ -180,14 +180,7 @@ class Side:
         s = self.session
         rf = s._create_response_future(statement, params, False, None, 60)
         rf._protocol_handler = s.client_protocol_handler
-        responses = []
-        orig = rf._set_result
-
-        def spy(host, connection, pool, response):
-            responses.append(response)
-            return orig(host, connection, pool, response)
-
-        rf._set_result = spy
+        responses = spied(rf)
         s._on_request(rf)
         rf.send_request()
         return rf, responses
@@ -228,14 +221,7 @@ class Side:
         s = self.session
         rf = ResponseFuture(s, PrepareMessage(query=text, keyspace=None), query=None, timeout=60)
         rf._protocol_handler = s.client_protocol_handler
-        responses = []
-        orig = rf._set_result
-
-        def spy(host, connection, pool, response):
-            responses.append(response)
-            return orig(host, connection, pool, response)
-
-        rf._set_result = spy
+        responses = spied(rf)
         rf.send_request()
         m = rf.result().one()
         ps = PreparedStatement.from_message(

@@ -21,7 +21,7 @@ import pytest
 from cassandra.query import tuple_factory
 
 from conftest import _free_port, require_own_node, run_proxy
-from difftools import Metrics, make_cluster
+from difftools import Metrics, make_cluster, scratch_keyspace, spied
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +31,9 @@ def node(own_node):
 
 @pytest.fixture()
 def keyspace(node, run_id):
-    cluster = make_cluster(node.host, node.port, 4, None)
-    session = cluster.connect()
-    ks = f"lit{run_id}"
-    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
-                    "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
-    session.execute(f"CREATE TABLE IF NOT EXISTS {ks}.kv (k int PRIMARY KEY, v text, n bigint)",
-                    timeout=60)
-    session.execute(f"TRUNCATE {ks}.kv", timeout=60)
-    yield ks, session
-    session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=60)
-    cluster.shutdown()
+    with scratch_keyspace(node, f"lit{run_id}",
+                          "CREATE TABLE {ks}.kv (k int PRIMARY KEY, v text, n bigint)") as ks:
+        yield ks
 
 
 def metric(admin, name, **labels):
@@ -61,17 +53,11 @@ def spy_execute(session, statement):
     """Executes `statement`; returns its rows and the class names of every response the driver
     received for it (an UNPREPARED answer shows as PreparedQueryNotFound)."""
     rf = session._create_response_future(statement, None, False, None, 60)
-    seen = []
-    orig = rf._set_result
-
-    def spy(host, connection, pool, response):
-        seen.append(type(response).__name__)
-        return orig(host, connection, pool, response)
-
-    rf._set_result = spy
+    responses = spied(rf)
     session._on_request(rf)
     rf.send_request()
-    return list(rf.result()), seen
+    rows = list(rf.result())
+    return rows, [type(r).__name__ for r in responses]
 
 
 @pytest.mark.timeout(180)

@@ -744,9 +744,9 @@ mod tests {
         assert_eq!(partition_key_indexes(&all, &[], &all), None);
     }
 
-    #[test]
-    fn the_map_stays_within_its_bytes() {
-        let entry = Arc::new(PreparedEntry {
+    /// A prepared entry of no statement in particular.
+    fn entry() -> Arc<PreparedEntry> {
+        Arc::new(PreparedEntry {
             text: String::new(),
             fingerprint: [0; 16],
             keyspace: None,
@@ -757,7 +757,12 @@ mod tests {
             result_metadata: Bytes::new(),
             tables: Vec::new(),
             prepared_message: Bytes::new(),
-        });
+        })
+    }
+
+    #[test]
+    fn the_map_stays_within_its_bytes() {
+        let entry = entry();
         let shapes = crate::shapes::Shapes::new(4);
         let statement = || Statement {
             hash: ShapeHash(1),
@@ -788,18 +793,7 @@ mod tests {
 
     #[test]
     fn bind_merges_literals_and_the_clients_values() {
-        let entry = Arc::new(PreparedEntry {
-            text: String::new(),
-            fingerprint: [0; 16],
-            keyspace: None,
-            id: Bytes::from_static(&[1; 16]),
-            result_metadata_id: None,
-            bind_types: Vec::new(),
-            pk_indexes: Vec::new(),
-            result_metadata: Bytes::new(),
-            tables: Vec::new(),
-            prepared_message: Bytes::new(),
-        });
+        let entry = entry();
         let shapes = crate::shapes::Shapes::new(4);
         let s = Statement {
             hash: ShapeHash(1),

@@ -512,36 +512,28 @@ impl Metrics {
                 e.sample(name, &[("outcome", "passed"), ("reason", reason)], n);
             }
         }
-        e.head(
+        e.single(
             "autoprep_literal_server_prepares_total",
             "counter",
             "PREPAREs of a client's statement with literals inline the proxy sent to the server itself, before a request naming its id that could not run as the shape (so the server knows the id).",
-        );
-        e.sample(
-            "autoprep_literal_server_prepares_total",
-            &[],
             load(&self.literal_materialized),
         );
-        e.head(
+        e.single(
             "autoprep_literal_statements",
             "gauge",
             "Statements prepared with literals inline the proxy answered for and still holds.",
+            map.entries as u64,
         );
-        e.sample("autoprep_literal_statements", &[], map.entries as u64);
-        e.head(
+        e.single(
             "autoprep_literal_statements_bytes",
             "gauge",
             "Approximate size of those statements (bounded by literal_statements_bytes).",
+            map.bytes as u64,
         );
-        e.sample("autoprep_literal_statements_bytes", &[], map.bytes as u64);
-        e.head(
+        e.single(
             "autoprep_literal_statements_evicted_total",
             "counter",
             "Statements prepared with literals inline forgotten to stay within literal_statements_bytes.",
-        );
-        e.sample(
-            "autoprep_literal_statements_evicted_total",
-            &[],
             map.evicted,
         );
     }
@@ -692,6 +684,12 @@ impl Encoder<'_> {
     fn head(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}");
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    /// A metric of one series without labels: its head and its value.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: u64) {
+        self.head(name, kind, help);
+        self.sample(name, &[], value);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
