@@ -7,7 +7,7 @@
 #   - versions agree (Cargo, chart appVersion, image tags) and the pod's termination grace
 #     covers autoprep's drain grace;
 #   - where a local Cassandra's JMX answers, jmx_exporter with deploy/grafana's rules exports every
-#     cassandra_* series the dashboard queries.
+#     cassandra_* series the dashboard queries, and its process CPU series is the node's (/proc).
 # (The dashboard's autoprep_* queries are checked by tests/tests/deploy_dashboard.rs.)
 #
 # Tools, pinned, installed once into .cache/ (reruns reuse them):
@@ -316,6 +316,25 @@ else
         grep -q "^$m " <<<"$scraped" || die "jmx_exporter does not export $m (the dashboard queries it)"
     done
     echo "    exported by jmx_exporter $JMX_EXPORTER_VERSION:" $wanted
+    # The CPU series is the node's own (ProcessCpuTime of the JVM behind JMX, in seconds), not
+    # the exporter's: compare it with /proc of the process listening on the JMX port, read right
+    # after the scrape (the node may use up to every core in between: 1 s + 2 % of slack).
+    cpu="$(sed -n 's/^cassandra_process_cpu_seconds_total \(.*\)$/\1/p' <<<"$scraped")"
+    node_pid="$(ss -Hltnp "sport = :$JMX_PORT" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true)"
+    if [[ -n "$cpu" && -n "$node_pid" && -r "/proc/$node_pid/stat" ]]; then
+        python3 - "$cpu" "$node_pid" <<'EOF_CPU' || die "cassandra_process_cpu_seconds_total is not the node's CPU"
+import os, sys
+exported, pid = float(sys.argv[1]), sys.argv[2]
+stat = open(f"/proc/{pid}/stat").read()
+fields = stat[stat.rfind(")") + 2:].split()
+proc = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+ok = exported <= proc + 0.2 and proc - exported <= 1 + 0.02 * proc
+print(f"    cassandra_process_cpu_seconds_total {exported:.2f} s, /proc/{pid} {proc:.2f} s: {'the node' if ok else 'DIFFERENT'}")
+sys.exit(0 if ok else 1)
+EOF_CPU
+    else
+        echo "    (the CPU series not compared with /proc: the JMX port's process is not visible)"
+    fi
 fi
 
 step "deployment artifacts checked in $SECONDS s"

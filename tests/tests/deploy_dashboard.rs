@@ -19,19 +19,24 @@ use std::collections::{BTreeMap, BTreeSet};
 const TARGET_LABELS: [&str; 4] = ["namespace", "pod", "instance", "job"];
 
 /// Server metrics the dashboard may query: Cassandra's CQL MBeans as jmx_exporter's example
-/// configuration names them, and ScyllaDB's own. Each must be documented in deploy/README.md.
-const SERVER_METRICS: [&str; 7] = [
+/// configuration names them and its process CPU as deploy/grafana's rules name it, and
+/// ScyllaDB's own. Each must be documented in deploy/README.md.
+const SERVER_METRICS: [&str; 11] = [
     "cassandra_cql_preparedstatementsexecuted",
     "cassandra_cql_regularstatementsexecuted",
     "cassandra_cql_preparedstatementsratio",
     "cassandra_cql_preparedstatementscount",
     "cassandra_cql_preparedstatementsevicted",
+    "cassandra_process_cpu_seconds_total",
     "scylla_transport_cql_requests_count",
     "scylla_cql_prepared_cache_evictions",
+    "scylla_reactor_cpu_busy_ms",
+    "scylla_transport_requests_served",
+    "scylla_query_processor_statements_prepared",
 ];
 
-/// What the issue asks the dashboard to show, by the metric that shows it.
-const REQUIRED: [&str; 11] = [
+/// What the issues ask the dashboard to show, by the metric that shows it.
+const REQUIRED: [&str; 17] = [
     "autoprep_queries_total",                   // rewrite ratio
     "autoprep_cache_lookups_total",             // cache hits
     "autoprep_cache_entries",                   // cache entries
@@ -43,6 +48,13 @@ const REQUIRED: [&str; 11] = [
     "autoprep_received_bytes_total",            // bytes in
     "cassandra_cql_preparedstatementsexecuted", // the server's prepared executions
     "cassandra_cql_regularstatementsexecuted",  // and regular ones
+    // Issue 18: what autoprep saved, by the control group and by the server's CPU.
+    "autoprep_estimated_server_seconds_saved_total", // the control group's estimate
+    "autoprep_server_response_seconds_count",        // control vs rewritten response time
+    "autoprep_control_fraction",                     // the control group's size
+    "cassandra_process_cpu_seconds_total",           // Cassandra's CPU per 1000 statements
+    "scylla_reactor_cpu_busy_ms",                    // ScyllaDB's CPU per 1000 requests
+    "scylla_transport_requests_served",              // (its denominator)
 ];
 
 /// Grafana's own variables.
