@@ -5,9 +5,10 @@
 //! name that holds anything else is refused, untouched.
 //!
 //! Its own means: a marker table `autoprep_bench.autoprep_bench_owner` whose comment is
-//! [`MARKER_COMMENT`], and besides it nothing but the benchmark's table `savings`, with exactly
-//! the benchmark's columns, and no views or user types. A keyspace an earlier version of the
-//! benchmark created (only `savings`, those columns, no marker) is its own too and is marked.
+//! [`MARKER_COMMENT`], and besides it nothing but the benchmarks' tables (`savings`, and `ts` of
+//! the `e2e` benchmark, which shares the keyspace), each with exactly the benchmarks' columns,
+//! and no views or user types. A keyspace that earlier runs created (only those tables, those
+//! columns, no marker) is its own too and is marked.
 
 use crate::legacy::{self, KEYSPACE};
 use crate::load::Conn;
@@ -18,9 +19,10 @@ pub const MARKER_TABLE: &str = "autoprep_bench_owner";
 /// The comment the marker table carries.
 pub const MARKER_COMMENT: &str =
     "autoprep savings benchmark: this keyspace is the benchmark's own (it truncates its tables)";
-/// The benchmark's table inside [`KEYSPACE`] (`legacy::TABLE` without the keyspace).
-const BENCH_TABLE: &str = "savings";
-/// The benchmark table's columns and their CQL types, as `system_schema.columns` lists them.
+/// The benchmarks' tables inside [`KEYSPACE`]: `savings` (`legacy::TABLE`) and `ts` (the `e2e`
+/// benchmark's).
+const BENCH_TABLES: [&str; 2] = ["savings", "ts"];
+/// Their columns and CQL types, as `system_schema.columns` lists them.
 const BENCH_COLUMNS: [(&str, &str); 3] =
     [("at", "timestamp"), ("sensor", "text"), ("value", "double")];
 
@@ -29,8 +31,8 @@ const BENCH_COLUMNS: [(&str, &str); 3] =
 pub struct Contents {
     /// Tables with their comments.
     pub tables: Vec<(String, String)>,
-    /// The columns of the benchmark's table, if there is one: (name, type).
-    pub bench_columns: Vec<(String, String)>,
+    /// Every table's columns: (table, column, type).
+    pub columns: Vec<(String, String, String)>,
     /// Materialized views and user types, by name.
     pub others: Vec<String>,
 }
@@ -42,7 +44,7 @@ pub enum Ownership {
     Absent,
     /// Marked, and holding only what the benchmark creates.
     Ours,
-    /// An earlier benchmark's (its table, exactly, and nothing else; no marker): marked now.
+    /// Earlier runs' (the benchmarks' tables, exactly, and nothing else; no marker): marked now.
     Earlier,
     /// Somebody else's: the reason.
     Foreign(String),
@@ -63,25 +65,31 @@ pub fn judge(contents: Option<&Contents>) -> Ownership {
         .tables
         .iter()
         .map(|(t, _)| t.as_str())
-        .filter(|t| *t != BENCH_TABLE && *t != MARKER_TABLE)
+        .filter(|t| !BENCH_TABLES.contains(t) && *t != MARKER_TABLE)
         .collect();
     if !strangers.is_empty() {
         return Ownership::Foreign(format!(
-            "it has tables the benchmark never creates: {}",
+            "it has tables the benchmarks never create: {}",
             strangers.join(", ")
         ));
     }
-    let has_bench = c.tables.iter().any(|(t, _)| t == BENCH_TABLE);
-    if has_bench {
-        let mut cols = c.bench_columns.clone();
-        cols.sort();
-        let want: Vec<(String, String)> = BENCH_COLUMNS
+    let want: Vec<(String, String)> = BENCH_COLUMNS
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+    let mut has_bench = false;
+    for (table, _) in c.tables.iter().filter(|(t, _)| t != MARKER_TABLE) {
+        has_bench = true;
+        let mut cols: Vec<(String, String)> = c
+            .columns
             .iter()
-            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .filter(|(t, _, _)| t == table)
+            .map(|(_, n, ty)| (n.clone(), ty.clone()))
             .collect();
+        cols.sort();
         if cols != want {
             return Ownership::Foreign(format!(
-                "its table {BENCH_TABLE} is not the benchmark's (columns {cols:?})"
+                "its table {table} is not the benchmarks' (columns {cols:?})"
             ));
         }
     }
@@ -120,14 +128,14 @@ pub async fn contents(conn: &mut Conn) -> Result<Option<Contents>> {
         .iter()
         .map(|r| (text(&r[0]), text(&r[1])))
         .collect();
-    let bench_columns = conn
+    let columns = conn
         .rows(&format!(
-            "SELECT column_name, type FROM system_schema.columns \
-             WHERE keyspace_name = '{KEYSPACE}' AND table_name = '{BENCH_TABLE}'"
+            "SELECT table_name, column_name, type FROM system_schema.columns \
+             WHERE keyspace_name = '{KEYSPACE}'"
         ))
         .await?
         .iter()
-        .map(|r| (text(&r[0]), text(&r[1])))
+        .map(|r| (text(&r[0]), text(&r[1]), text(&r[2])))
         .collect();
     let mut others = Vec::new();
     for (what, q) in [
@@ -141,7 +149,7 @@ pub async fn contents(conn: &mut Conn) -> Result<Option<Contents>> {
     }
     Ok(Some(Contents {
         tables,
-        bench_columns,
+        columns,
         others,
     }))
 }
@@ -186,37 +194,48 @@ pub async fn claim(conn: &mut Conn, replication: &str) -> Result<Ownership> {
 mod tests {
     use super::*;
 
-    fn cols() -> Vec<(String, String)> {
-        [("sensor", "text"), ("at", "timestamp"), ("value", "double")]
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
-    }
-
-    fn with(tables: &[(&str, &str)], bench_columns: Vec<(String, String)>) -> Contents {
+    /// A keyspace holding `tables` (with comments); each benchmark table with `cols`.
+    fn with(tables: &[(&str, &str)], cols: &[(&str, &str)]) -> Contents {
+        let mut columns = Vec::new();
+        for (t, _) in tables.iter().filter(|(t, _)| *t != MARKER_TABLE) {
+            for (n, ty) in cols {
+                columns.push((t.to_string(), n.to_string(), ty.to_string()));
+            }
+        }
         Contents {
             tables: tables
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect(),
-            bench_columns,
+            columns,
             others: Vec::new(),
         }
     }
 
+    const COLS: [(&str, &str); 3] = [("sensor", "text"), ("at", "timestamp"), ("value", "double")];
+
     #[test]
     fn the_benchmarks_own_keyspace() {
         assert_eq!(judge(None), Ownership::Absent);
-        let ours = with(&[(MARKER_TABLE, MARKER_COMMENT), (BENCH_TABLE, "")], cols());
+        let ours = with(&[(MARKER_TABLE, MARKER_COMMENT), ("savings", "")], &COLS);
         assert_eq!(judge(Some(&ours)), Ownership::Ours);
-        // Marked before its table was created.
+        // Marked before its table was created; with the e2e benchmark's table too.
         assert_eq!(
-            judge(Some(&with(&[(MARKER_TABLE, MARKER_COMMENT)], vec![]))),
+            judge(Some(&with(&[(MARKER_TABLE, MARKER_COMMENT)], &[]))),
             Ownership::Ours
         );
-        // An earlier benchmark's: its table, exactly, and nothing else.
+        let both = with(
+            &[(MARKER_TABLE, MARKER_COMMENT), ("savings", ""), ("ts", "")],
+            &COLS,
+        );
+        assert_eq!(judge(Some(&both)), Ownership::Ours);
+        // Earlier runs': the benchmarks' tables, exactly, and nothing else.
         assert_eq!(
-            judge(Some(&with(&[(BENCH_TABLE, "")], cols()))),
+            judge(Some(&with(&[("savings", "")], &COLS))),
+            Ownership::Earlier
+        );
+        assert_eq!(
+            judge(Some(&with(&[("ts", ""), ("savings", "")], &COLS))),
             Ownership::Earlier
         );
     }
@@ -225,28 +244,29 @@ mod tests {
     fn anything_else_is_refused() {
         let foreign = |c: &Contents| matches!(judge(Some(c)), Ownership::Foreign(_));
         // Empty, with no marker.
-        assert!(foreign(&with(&[], vec![])));
+        assert!(foreign(&with(&[], &[])));
         // A table of somebody else's beside ours.
         assert!(foreign(&with(
             &[
                 (MARKER_TABLE, MARKER_COMMENT),
-                (BENCH_TABLE, ""),
+                ("savings", ""),
                 ("users", "")
             ],
-            cols()
+            &COLS
         )));
         // A table named like ours with other columns.
-        let mut other_cols = cols();
-        other_cols.push(("note".into(), "text".into()));
-        assert!(foreign(&with(&[(BENCH_TABLE, "")], other_cols.clone())));
+        let mut other = COLS.to_vec();
+        other.push(("note", "text"));
+        assert!(foreign(&with(&[("savings", "")], &other)));
         assert!(foreign(&with(
-            &[(MARKER_TABLE, MARKER_COMMENT), (BENCH_TABLE, "")],
-            other_cols
+            &[(MARKER_TABLE, MARKER_COMMENT), ("ts", "")],
+            &other
         )));
+        assert!(foreign(&with(&[("savings", "")], &COLS[..2])));
         // A marker table without the marker's comment.
-        assert!(foreign(&with(&[(MARKER_TABLE, "mine")], vec![])));
+        assert!(foreign(&with(&[(MARKER_TABLE, "mine")], &[])));
         // A view or a type.
-        let mut c = with(&[(MARKER_TABLE, MARKER_COMMENT)], vec![]);
+        let mut c = with(&[(MARKER_TABLE, MARKER_COMMENT)], &[]);
         c.others.push("view by_value".into());
         assert!(foreign(&c));
     }
