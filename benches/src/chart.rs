@@ -141,6 +141,9 @@ fn panel(
             "direct-prepared" => COLORS[2],
             "proxied-prepared" => COLORS[3],
             "passthrough" => COLORS[4],
+            // The second legacy pattern in darker shades of its QUERY counterparts.
+            "direct-prepare-each" => "#8c2d2a",
+            "autoprep-prepare-each" => "#2c5d8f",
             _ => COLORS[i % COLORS.len()],
         };
         let _ = writeln!(

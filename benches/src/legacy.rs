@@ -1,14 +1,20 @@
 //! The legacy time-series workload of the savings benchmark: inserts, point selects and updates,
 //! sent either the legacy way (QUERY with the values inline as literals) or prepared (EXECUTE
-//! with bound values). Both forms carry the same values for the same sequence number, so the
-//! modes of a run differ only in how the statements reach the server.
+//! with bound values), or prepared one by one (PREPARE of the text with the values inline, then
+//! EXECUTE of the id it returns: the second legacy pattern, of a gocql application formatting
+//! its statements with `fmt.Sprintf`, or a Java one calling `prepare()` on each formatted
+//! statement). Every form carries the same values for the same sequence number, so the modes of
+//! a run differ only in how the statements reach the server.
 
 use crate::load::{Conn, Workload};
 use crate::token_aware::TokenAware;
 use anyhow::{bail, Context, Result};
-use autoprep_protocol::envelope::{Opcode, ProtocolVersion};
+use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion};
+use autoprep_protocol::message::error::{code, ErrorView};
 use autoprep_protocol::message::execute::encode_execute;
+use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::query::{encode_query, QueryParams, Values};
+use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::primitives::{write_value, Value};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -147,7 +153,18 @@ pub enum Form {
     /// EXECUTE of the prepared ids of insert, select and update (in [`Op::ALL`] order; an
     /// empty id for a kind the mix does not use).
     Prepared([Vec<u8>; 3]),
+    /// Each operation PREPAREs its own text (the literal text: every operation's is distinct,
+    /// as inserts write rows of their own), then EXECUTEs the id the answer carries; an
+    /// UNPREPARED answer to the EXECUTE (the statement was evicted from the server's cache in
+    /// between) prepares it again, as drivers do. With `bind_value` the double `value` stays a
+    /// `?` in the text and is bound on the EXECUTE (a driver's statement with one marker and
+    /// the other values formatted in); selects have no marker then.
+    PrepareEach { bind_value: bool },
 }
+
+/// How many times one operation of [`Form::PrepareEach`] prepares its statement again after
+/// an UNPREPARED answer before it counts as an error.
+const REPREPARES: u32 = 3;
 
 /// The workload: a mix of statements on `TABLE`.
 pub struct Legacy {
@@ -245,7 +262,17 @@ impl Legacy {
 
     /// The literal text of request `seq` (also what autoprep receives).
     pub fn literal_text(&self, seq: u64, text: &mut String) -> Op {
+        self.text_of(seq, false, text)
+    }
+
+    /// The text of request `seq`, with the value as a `?` marker when `value_marker`.
+    fn text_of(&self, seq: u64, value_marker: bool, text: &mut String) -> Op {
         let (op, sensor, at, value) = self.plan(seq);
+        let value = if value_marker {
+            "?".to_owned()
+        } else {
+            format!("{value:.1}")
+        };
         text.clear();
         match op {
             Op::Insert => {
@@ -254,7 +281,7 @@ impl Legacy {
                     "INSERT INTO {TABLE} (sensor, at, value) VALUES ('s-{sensor}', "
                 );
                 self.push_at(text, at);
-                let _ = write!(text, ", {value:.1})");
+                let _ = write!(text, ", {value})");
             }
             Op::Select => {
                 let _ = write!(
@@ -266,12 +293,36 @@ impl Legacy {
             Op::Update => {
                 let _ = write!(
                     text,
-                    "UPDATE {TABLE} SET value = {value:.1} WHERE sensor = 's-{sensor}' AND at = "
+                    "UPDATE {TABLE} SET value = {value} WHERE sensor = 's-{sensor}' AND at = "
                 );
                 self.push_at(text, at);
             }
         }
         op
+    }
+
+    /// The PREPARE of request `seq`'s own text ([`Form::PrepareEach`]).
+    fn prepare_each(&self, seq: u64, bind_value: bool, out: &mut Vec<u8>) -> Opcode {
+        let mut text = String::with_capacity(160);
+        self.text_of(seq, bind_value, &mut text);
+        let _ = encode_prepare(ProtocolVersion::V4, text.as_bytes(), None, out);
+        Opcode::PREPARE
+    }
+
+    /// The EXECUTE of request `seq`'s own prepared statement `id` ([`Form::PrepareEach`]):
+    /// no values, or the value its text kept as a marker.
+    fn execute_each(&self, seq: u64, bind_value: bool, id: &[u8], out: &mut Vec<u8>) {
+        let (op, _, _, value) = self.plan(seq);
+        let mut raw = Vec::with_capacity(12);
+        let values = (bind_value && op != Op::Select).then(|| {
+            let _ = write_value(&mut raw, Value::Bytes(&value.to_be_bytes()));
+            Values {
+                count: 1,
+                named: false,
+                raw: &raw,
+            }
+        });
+        let _ = encode_execute(ProtocolVersion::V4, id, &[], &params(values), out);
     }
 }
 
@@ -286,8 +337,33 @@ impl Workload for Legacy {
         router.node_for(format!("s-{sensor}").as_bytes(), mix64(!seq))
     }
 
+    fn next(&self, seq: u64, step: u32, answer: &Envelope, out: &mut Vec<u8>) -> Option<Opcode> {
+        let Form::PrepareEach { bind_value } = self.form else {
+            return None;
+        };
+        match answer.header().opcode {
+            Opcode::RESULT => match ResultView::parse(answer.body(), ProtocolVersion::V4) {
+                Ok(ResultView::Prepared(p)) => {
+                    self.execute_each(seq, bind_value, p.id, out);
+                    Some(Opcode::EXECUTE)
+                }
+                // The EXECUTE's answer: the operation is done.
+                _ => None,
+            },
+            Opcode::ERROR
+                if step <= 2 * REPREPARES
+                    && ErrorView::parse(answer.body(), ProtocolVersion::V4)
+                        .is_ok_and(|e| e.code == code::UNPREPARED) =>
+            {
+                Some(self.prepare_each(seq, bind_value, out))
+            }
+            _ => None,
+        }
+    }
+
     fn request(&self, seq: u64, out: &mut Vec<u8>) -> Opcode {
         match &self.form {
+            &Form::PrepareEach { bind_value } => self.prepare_each(seq, bind_value, out),
             Form::Literal => {
                 let mut text = String::with_capacity(160);
                 self.literal_text(seq, &mut text);
@@ -462,6 +538,75 @@ mod tests {
             .filter(|&s| m.pick(mix64(s)) == Op::Insert)
             .count();
         assert!((7_600..8_400).contains(&n), "{n}");
+    }
+
+    fn response(opcode: Opcode, body: &[u8]) -> Envelope {
+        use autoprep_protocol::envelope::{Direction, Flags, Header, StreamId};
+        Envelope::new(
+            Header {
+                version: ProtocolVersion::V4,
+                direction: Direction::Response,
+                flags: Flags(0),
+                stream: StreamId(3),
+                opcode,
+                length: 0,
+            },
+            body,
+        )
+    }
+
+    #[test]
+    fn prepare_each_prepares_executes_and_prepares_again() {
+        let w = Legacy {
+            mix: Mix::parse("insert=1,select=1").unwrap(),
+            form: Form::PrepareEach { bind_value: true },
+            keys: 100,
+            insert_offset: 0,
+            millis: false,
+            router: None,
+        };
+        let insert = (0..).find(|&s| w.plan(s).0 == Op::Insert).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(w.request(insert, &mut out), Opcode::PREPARE);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(text.contains("VALUES ('s-"), "{text}");
+        assert!(text.ends_with(", ?)"), "{text}");
+        // RESULT Prepared (v4): kind, id, no bind variables, no result metadata.
+        let mut prepared = Vec::new();
+        prepared.extend_from_slice(&4i32.to_be_bytes());
+        prepared.extend_from_slice(&2u16.to_be_bytes());
+        prepared.extend_from_slice(b"id");
+        for v in [0i32, 0, 0, 0x0004, 0] {
+            prepared.extend_from_slice(&v.to_be_bytes());
+        }
+        let answer = response(Opcode::RESULT, &prepared);
+        out.clear();
+        assert_eq!(w.next(insert, 0, &answer, &mut out), Some(Opcode::EXECUTE));
+        // The id, then the consistency and flags (values), then one value of 8 bytes.
+        assert!(
+            out.starts_with(&[0, 2, b'i', b'd', 0, 1, 1, 0, 1, 0, 0, 0, 8]),
+            "{out:?}"
+        );
+        // The EXECUTE's own answer (Void) ends the operation.
+        let void = response(Opcode::RESULT, &1i32.to_be_bytes());
+        assert_eq!(w.next(insert, 1, &void, &mut out), None);
+        let mut unprepared = Vec::new();
+        autoprep_protocol::message::error::encode_error(code::UNPREPARED, "gone", &mut unprepared)
+            .unwrap();
+        unprepared.extend_from_slice(&2u16.to_be_bytes());
+        unprepared.extend_from_slice(b"id");
+        let gone = response(Opcode::ERROR, &unprepared);
+        out.clear();
+        assert_eq!(w.next(insert, 1, &gone, &mut out), Some(Opcode::PREPARE));
+        assert_eq!(w.next(insert, 2 * REPREPARES + 1, &gone, &mut out), None);
+        // A select keeps no marker and binds nothing.
+        let select = (0..).find(|&s| w.plan(s).0 == Op::Select).unwrap();
+        out.clear();
+        w.request(select, &mut out);
+        assert!(!String::from_utf8_lossy(&out).contains('?'));
+        out.clear();
+        w.next(select, 0, &answer, &mut out);
+        assert_eq!(out, [0, 2, b'i', b'd', 0, 1, 0]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use autoprep_protocol::message::query::{encode_query, QueryParams, Values};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::primitives::{write_string_map, write_value, Value};
 use bytes::BytesMut;
+use std::collections::BTreeMap;
 use std::future::poll_fn;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -142,6 +143,21 @@ pub trait Workload: Send + Sync + 'static {
     fn node(&self, _seq: u64) -> usize {
         0
     }
+
+    /// The next request of operation `seq` once `answer` (the answer to its request number
+    /// `step`, 0 for the first) has arrived: appends its body to `out` and returns its opcode,
+    /// or `None` when the operation is complete. It goes on the same stream and socket, and
+    /// the operation's latency runs from its first request to its last answer. By default an
+    /// operation is one request.
+    fn next(
+        &self,
+        _seq: u64,
+        _step: u32,
+        _answer: &Envelope,
+        _out: &mut Vec<u8>,
+    ) -> Option<Opcode> {
+        None
+    }
 }
 
 /// Time-series inserts executed as a prepared statement:
@@ -184,6 +200,11 @@ impl Workload for PreparedInsert {
 pub struct Stats {
     pub ops: u64,
     pub errors: u64,
+    /// Requests sent for the completed operations (more than `ops` where an operation takes
+    /// several, see [`Workload::next`]).
+    pub requests: u64,
+    /// The errors by their code.
+    pub error_codes: BTreeMap<i32, u64>,
     pub elapsed: Duration,
     /// Latencies in microseconds, sorted.
     pub latencies_us: Vec<u32>,
@@ -296,6 +317,10 @@ pub async fn run_nodes<W: Workload>(
         let s = t.await??;
         total.ops += s.ops;
         total.errors += s.errors;
+        total.requests += s.requests;
+        for (code, n) in s.error_codes {
+            *total.error_codes.entry(code).or_default() += n;
+        }
         total.latencies_us.extend(s.latencies_us);
     }
     total.elapsed = started.elapsed();
@@ -354,6 +379,8 @@ async fn drive<W: Workload>(
     interval: Option<Duration>,
 ) -> Result<Stats> {
     let mut starts = vec![None::<Instant>; in_flight];
+    // Per stream: the operation's sequence number and the number of its request in flight.
+    let mut ops = vec![(0u64, 0u32); in_flight];
     let mut free: Vec<i16> = (0..in_flight as i16).rev().collect();
     let mut stats = Stats::default();
     let mut sent = 0u64;
@@ -386,6 +413,7 @@ async fn drive<W: Workload>(
             let node = if nodes == 1 { 0 } else { w.node(seq) % nodes };
             outs[node].extend_from_slice(envelope(stream, op, &body).as_bytes());
             starts[stream as usize] = Some(now);
+            ops[stream as usize] = (seq, 0);
             sent += 1;
             outstanding += 1;
             if let Some(iv) = interval {
@@ -415,18 +443,32 @@ async fn drive<W: Workload>(
             read_any(&mut conns).await?;
         }
         let done = Instant::now();
-        for conn in &mut conns {
+        for (conn, out) in conns.iter_mut().zip(&mut outs) {
             while let Some(e) = conn.dec.decode(&mut conn.buf)? {
                 let s = e.header().stream.0;
-                let Some(start) = usize::try_from(s)
-                    .ok()
-                    .and_then(|i| starts.get_mut(i))
-                    .and_then(Option::take)
-                else {
+                let Some(slot) = usize::try_from(s).ok().filter(|&i| i < in_flight) else {
+                    continue;
+                };
+                if starts[slot].is_none() {
+                    continue;
+                }
+                let (seq, step) = ops[slot];
+                stats.requests += 1;
+                body.clear();
+                if let Some(op) = w.next(seq, step, &e, &mut body) {
+                    // Sent with the next batch of writes, on the same socket and stream.
+                    out.extend_from_slice(envelope(s, op, &body).as_bytes());
+                    ops[slot] = (seq, step + 1);
+                    continue;
+                }
+                let Some(start) = starts[slot].take() else {
                     continue;
                 };
                 if e.header().opcode == Opcode::ERROR {
                     stats.errors += 1;
+                    let code =
+                        ErrorView::parse(e.body(), ProtocolVersion::V4).map_or(-1, |v| v.code);
+                    *stats.error_codes.entry(code).or_default() += 1;
                 }
                 stats.ops += 1;
                 stats

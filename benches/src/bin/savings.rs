@@ -14,7 +14,16 @@
 //! - `splice-unprepared`, `splice-prepared` (optional): the QUERY stream, and the EXECUTE
 //!   stream, through a byte-splice forwarder (`autoprep_benches::splice`, a process of its own
 //!   that this program starts): the yardstick of the proxy's own CPU per operation, throughput
-//!   and added latency.
+//!   and added latency;
+//! - `direct-prepare-each`, `autoprep-prepare-each` (optional): the second legacy pattern, an
+//!   application that PREPAREs each formatted statement (the values inline, so every
+//!   operation's text is distinct) and EXECUTEs the returned id once, as gocql does with every
+//!   statement an application formats with `fmt.Sprintf`: straight to the server (a parse, a
+//!   prepared-cache insert and an eviction, and a round trip more per operation), and through
+//!   the autoprep of `autoprep` (`--prepare-literals`, its default: answered from the shape).
+//!   `direct-prepared` is their reference. The server's prepared-cache evictions per operation
+//!   (`prepared_statements_evicted`) and, through autoprep, the changes of its counters
+//!   (`/metrics`) are reported per phase.
 //!
 //! On a cluster (`--cluster`: the local one of `scripts/cluster.sh`, every node's pid and
 //! address from `scripts/cluster.sh info`), the server is every node: its CPU per operation is
@@ -55,6 +64,7 @@ use autoprep_benches::procfs;
 use autoprep_benches::token_aware::TokenAware;
 use clap::Parser;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -98,7 +108,8 @@ struct Args {
     admission_threshold: u32,
     /// Modes, measured in this order with the order rotated every round: direct-unprepared,
     /// autoprep, direct-prepared, passthrough, proxied-prepared, splice-unprepared,
-    /// splice-prepared, autoprep-unrouted, direct-token-aware.
+    /// splice-prepared, autoprep-unrouted, direct-token-aware, direct-prepare-each,
+    /// autoprep-prepare-each.
     #[arg(
         long,
         value_delimiter = ',',
@@ -112,6 +123,10 @@ struct Args {
     /// `millis` (1798761600000).
     #[arg(long, default_value = "iso")]
     timestamp_literal: String,
+    /// In the prepare-each modes, keep the value of inserts and updates as a `?` marker in the
+    /// prepared text and bind it on the EXECUTE (the other values stay inline).
+    #[arg(long)]
+    prepare_each_bind_value: bool,
     #[arg(long, default_value_t = 4)]
     connections: usize,
     /// Requests in flight per connection (concurrency = connections × in-flight).
@@ -194,6 +209,8 @@ enum Mode {
     SplicePrepared,
     AutoprepUnrouted,
     DirectTokenAware,
+    DirectPrepareEach,
+    AutoprepPrepareEach,
 }
 
 impl Mode {
@@ -208,10 +225,12 @@ impl Mode {
             "splice-prepared" => Mode::SplicePrepared,
             "autoprep-unrouted" => Mode::AutoprepUnrouted,
             "direct-token-aware" => Mode::DirectTokenAware,
+            "direct-prepare-each" => Mode::DirectPrepareEach,
+            "autoprep-prepare-each" => Mode::AutoprepPrepareEach,
             m => bail!(
                 "unknown mode {m:?} (direct-unprepared, autoprep, direct-prepared, passthrough, \
                  proxied-prepared, splice-unprepared, splice-prepared, autoprep-unrouted, \
-                 direct-token-aware)"
+                 direct-token-aware, direct-prepare-each, autoprep-prepare-each)"
             ),
         })
     }
@@ -227,6 +246,8 @@ impl Mode {
             Mode::SplicePrepared => "splice-prepared",
             Mode::AutoprepUnrouted => "autoprep-unrouted",
             Mode::DirectTokenAware => "direct-token-aware",
+            Mode::DirectPrepareEach => "direct-prepare-each",
+            Mode::AutoprepPrepareEach => "autoprep-prepare-each",
         }
     }
 }
@@ -235,6 +256,8 @@ impl Mode {
 struct Proxy {
     child: Child,
     addr: String,
+    /// autoprep's admin server (`/metrics`); none for the splice.
+    admin: Option<String>,
 }
 
 impl Drop for Proxy {
@@ -259,6 +282,7 @@ impl Proxy {
         let p = Proxy {
             child,
             addr: addr.to_owned(),
+            admin: None,
         };
         for _ in 0..100 {
             if tokio::net::TcpStream::connect(addr).await.is_ok() {
@@ -270,8 +294,11 @@ impl Proxy {
     }
 
     async fn start(a: &Args, addr: &str, rewrite: bool, routing: bool) -> Result<Proxy> {
+        // The admin server 100 ports above the proxy's, for its counters.
+        let admin = port_after(addr, 100)?;
         let child = Command::new(&a.autoprep_bin)
             .args(["--listen", addr, "--upstream", &a.upstream])
+            .args(["--admin", &admin])
             .args(["--admission-threshold", &a.admission_threshold.to_string()])
             .args(["--rewrite", if rewrite { "true" } else { "false" }])
             .args(["--routing", if routing { "true" } else { "false" }])
@@ -284,8 +311,69 @@ impl Proxy {
                     a.autoprep_bin
                 )
             })?;
-        Proxy::listening(child, addr).await
+        let mut p = Proxy::listening(child, addr).await?;
+        p.admin = Some(admin);
+        Ok(p)
     }
+
+    /// autoprep's counters (`/metrics`, the histograms' series left out), by series.
+    async fn counters(&self) -> Option<BTreeMap<String, f64>> {
+        let admin = self.admin.as_deref()?;
+        match scrape_metrics(admin).await {
+            Ok(m) => Some(m),
+            Err(e) => {
+                println!("  (could not read {admin}/metrics: {e:#})");
+                None
+            }
+        }
+    }
+}
+
+/// GET /metrics of an admin server, parsed: `name{labels}` to value, without the histograms'
+/// series (`_bucket`, `_sum`, `_count`).
+async fn scrape_metrics(admin: &str) -> Result<BTreeMap<String, f64>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(admin).await?;
+    sock.write_all(b"GET /metrics HTTP/1.0\r\nHost: autoprep\r\n\r\n")
+        .await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut raw)).await??;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").context("no HTTP body")?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("{}", head.lines().next().unwrap_or(""));
+    }
+    let mut out = BTreeMap::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        if ["_bucket", "_sum", "_count"]
+            .iter()
+            .any(|x| name.ends_with(x))
+        {
+            continue;
+        }
+        if let Ok(v) = value.parse::<f64>() {
+            out.insert(series.to_owned(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// The series of `after` that changed since `before`, with their change.
+fn counter_deltas(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter_map(|(k, &v)| {
+            let d = v - before.get(k).copied().unwrap_or(0.0);
+            (d != 0.0).then(|| (k.clone(), d))
+        })
+        .collect()
 }
 
 /// The counters read before and after a phase.
@@ -304,6 +392,10 @@ struct Sample {
     machine_total: u64,
     regular: f64,
     prepared: f64,
+    /// Statements evicted from the prepared cache (summed over the nodes).
+    evicted: f64,
+    /// autoprep's counters (the proxy of the mode, if any).
+    proxy_counters: Option<BTreeMap<String, f64>>,
 }
 
 /// What one phase (one mode in one round) measured.
@@ -328,6 +420,10 @@ struct Phase {
     other_s: f64,
     regular: f64,
     prepared: f64,
+    /// Statements the server evicted from its prepared cache during the phase.
+    evicted: f64,
+    /// How autoprep's counters changed during the phase (the series that did).
+    proxy_counters: Option<BTreeMap<String, f64>>,
     /// Read and write system calls of the server and of the proxy during the phase.
     server_syscalls: Option<u64>,
     proxy_switches: Option<u64>,
@@ -342,6 +438,9 @@ impl Phase {
     }
     fn proxy_us(&self) -> Option<f64> {
         self.proxy_s.map(|s| self.per_op_us(s))
+    }
+    fn per_op(&self, n: f64) -> f64 {
+        n / self.stats.ops.max(1) as f64
     }
     fn internode_per_op(&self) -> Option<f64> {
         self.internode.map(|n| n / self.stats.ops.max(1) as f64)
@@ -358,6 +457,8 @@ impl Phase {
             "round": self.round,
             "ops": s.ops,
             "errors": s.errors,
+            "error_codes": error_codes(&s.error_codes),
+            "requests_per_op": self.per_op(s.requests as f64),
             "seconds": s.elapsed.as_secs_f64(),
             "ops_per_sec": s.ops_per_sec(),
             "p50_us": s.quantile_us(0.50),
@@ -375,6 +476,8 @@ impl Phase {
             "other_cpu_cores": self.other_s / s.elapsed.as_secs_f64().max(1e-9),
             "regular_statements": self.regular,
             "prepared_statements": self.prepared,
+            "prepared_cache_evictions_per_op": self.per_op(self.evicted),
+            "autoprep_counters": self.proxy_counters,
             "server_syscalls_per_op": self.server_syscalls.map(|n| n as f64 / s.ops.max(1) as f64),
             "autoprep_context_switches_per_op": self.proxy_switches.map(|n| n as f64 / s.ops.max(1) as f64),
         })
@@ -408,12 +511,13 @@ struct Bench {
     millis: bool,
 }
 
-/// `regular_statements_executed` and `prepared_statements_executed`, summed over the nodes.
-async fn cql_metrics_sum(conns: &mut [Conn]) -> Result<(f64, f64)> {
-    let mut sum = (0.0, 0.0);
+/// `regular_statements_executed`, `prepared_statements_executed` and
+/// `prepared_statements_evicted`, summed over the nodes.
+async fn cql_metrics_sum(conns: &mut [Conn]) -> Result<(f64, f64, f64)> {
+    let mut sum = (0.0, 0.0, 0.0);
     for c in conns {
-        let (r, p) = cql_metrics(c).await?;
-        sum = (sum.0 + r, sum.1 + p);
+        let (r, p, e) = cql_metrics(c).await?;
+        sum = (sum.0 + r, sum.1 + p, sum.2 + e);
     }
     Ok(sum)
 }
@@ -438,12 +542,13 @@ async fn internode_sent(conns: &mut [Conn]) -> Result<u64> {
     Ok(sum)
 }
 
-/// Reads `regular_statements_executed` and `prepared_statements_executed`.
-async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64)> {
+/// Reads `regular_statements_executed`, `prepared_statements_executed` and
+/// `prepared_statements_evicted` (0 where the server lacks it).
+async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64, f64)> {
     let rows = conn
         .rows("SELECT name, value FROM system_views.cql_metrics")
         .await?;
-    let (mut regular, mut prepared) = (f64::NAN, f64::NAN);
+    let (mut regular, mut prepared, mut evicted) = (f64::NAN, f64::NAN, 0.0);
     for r in rows {
         let (Some(Some(name)), Some(Some(v))) = (r.first(), r.get(1)) else {
             continue;
@@ -454,19 +559,22 @@ async fn cql_metrics(conn: &mut Conn) -> Result<(f64, f64)> {
         match name.as_slice() {
             b"regular_statements_executed" => regular = v,
             b"prepared_statements_executed" => prepared = v,
+            b"prepared_statements_evicted" => evicted = v,
             _ => {}
         }
     }
     if regular.is_nan() || prepared.is_nan() {
         bail!("system_views.cql_metrics lacks the executed-statement counters");
     }
-    Ok((regular, prepared))
+    Ok((regular, prepared, evicted))
 }
 
 impl Bench {
     fn proxy_of(&self, mode: Mode) -> Option<&Proxy> {
         match mode {
-            Mode::Autoprep | Mode::ProxiedPrepared => self.autoprep.as_ref(),
+            Mode::Autoprep | Mode::ProxiedPrepared | Mode::AutoprepPrepareEach => {
+                self.autoprep.as_ref()
+            }
             Mode::Passthrough => self.passthrough.as_ref(),
             Mode::AutoprepUnrouted => self.unrouted.as_ref(),
             Mode::SpliceUnprepared | Mode::SplicePrepared => self.splice.as_ref(),
@@ -477,7 +585,7 @@ impl Bench {
     async fn sample(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
         // Each read of the counters is a regular statement of its node: `metrics_first` keeps
         // the reads before the phase out of it, and the reads after it are subtracted.
-        let mut m = (0.0, 0.0);
+        let mut m = (0.0, 0.0, 0.0);
         let mut internode = None;
         if metrics_first {
             m = cql_metrics_sum(&mut self.metrics).await?;
@@ -493,6 +601,10 @@ impl Bench {
         let proxy_cs = self
             .proxy_of(mode)
             .and_then(|p| procfs::process_context_switches(p.child.id()));
+        let proxy_counters = match self.proxy_of(mode) {
+            Some(p) => p.counters().await,
+            None => None,
+        };
         let server_nodes = self
             .server_pids
             .iter()
@@ -514,6 +626,8 @@ impl Bench {
             machine_total,
             regular: m.0,
             prepared: m.1,
+            evicted: m.2,
+            proxy_counters,
         };
         if metrics_first {
             return Ok(s);
@@ -522,6 +636,7 @@ impl Bench {
         Ok(Sample {
             regular: m.0,
             prepared: m.1,
+            evicted: m.2,
             ..s
         })
     }
@@ -540,6 +655,9 @@ impl Bench {
             | Mode::ProxiedPrepared
             | Mode::SplicePrepared
             | Mode::DirectTokenAware => Form::Prepared(self.ids.clone()),
+            Mode::DirectPrepareEach | Mode::AutoprepPrepareEach => Form::PrepareEach {
+                bind_value: self.args.prepare_each_bind_value,
+            },
             _ => Form::Literal,
         };
         let router = match mode {
@@ -612,6 +730,12 @@ impl Bench {
             other_s: (busy_s - server_s - proxy_s.unwrap_or(0.0) - client_s).max(0.0),
             regular: after.regular - before.regular - reads,
             prepared: after.prepared - before.prepared,
+            evicted: after.evicted - before.evicted,
+            proxy_counters: before
+                .proxy_counters
+                .as_ref()
+                .zip(after.proxy_counters.as_ref())
+                .map(|(b, a)| counter_deltas(b, a)),
             server_syscalls: after.server_sys.zip(before.server_sys).map(|(a, b)| a - b),
             proxy_switches: after.proxy_cs.zip(before.proxy_cs).map(|(a, b)| a - b),
             stats,
@@ -673,6 +797,7 @@ struct Summary {
     mode: Mode,
     ops: u64,
     errors: u64,
+    error_codes: BTreeMap<i32, u64>,
     ops_per_sec: f64,
     p50: f64,
     p99: f64,
@@ -682,6 +807,10 @@ struct Summary {
     other_cores: f64,
     regular_per_op: f64,
     prepared_per_op: f64,
+    /// Requests sent per operation (2 for a PREPARE and its EXECUTE).
+    requests_per_op: f64,
+    /// Statements evicted from the server's prepared cache per operation.
+    evicted_per_op: f64,
     server_syscalls_per_op: f64,
     proxy_switches_per_op: Option<f64>,
     /// Per node, µs of CPU per operation (medians).
@@ -697,6 +826,13 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
         mode,
         ops,
         errors: phases.iter().map(|p| p.stats.errors).sum(),
+        error_codes: phases.iter().flat_map(|p| &p.stats.error_codes).fold(
+            BTreeMap::new(),
+            |mut m, (&c, &n)| {
+                *m.entry(c).or_default() += n;
+                m
+            },
+        ),
         ops_per_sec: m(&|p| p.stats.ops_per_sec()),
         p50: m(&|p| f64::from(p.stats.quantile_us(0.5))),
         p99: m(&|p| f64::from(p.stats.quantile_us(0.99))),
@@ -719,6 +855,9 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
         }),
         regular_per_op: phases.iter().map(|p| p.regular).sum::<f64>() / ops.max(1) as f64,
         prepared_per_op: phases.iter().map(|p| p.prepared).sum::<f64>() / ops.max(1) as f64,
+        requests_per_op: phases.iter().map(|p| p.stats.requests).sum::<u64>() as f64
+            / ops.max(1) as f64,
+        evicted_per_op: phases.iter().map(|p| p.evicted).sum::<f64>() / ops.max(1) as f64,
         node_us: (0..phases.first().map_or(0, |p| p.node_s.len()))
             .map(|n| m(&|p| p.node_s.get(n).map_or(f64::NAN, |&s| p.per_op_us(s))))
             .collect(),
@@ -736,7 +875,7 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
 fn print_phase(p: &Phase) {
     let s = &p.stats;
     println!(
-        "  round {:<2} {:<18} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
+        "  round {:<2} {:<21} {:>8} ops {:>8.0} op/s  p50 {:>6} µs  p99 {:>6} µs  server {:>6.2} µs/op{}{}  other load {:.2} cores  regular {:.0} prepared {:.0}{}",
         p.round,
         p.mode.name(),
         s.ops,
@@ -764,11 +903,22 @@ fn print_phase(p: &Phase) {
         p.regular,
         p.prepared,
         if s.errors > 0 {
-            format!("  ERRORS {}", s.errors)
+            format!("  ERRORS {} {}", s.errors, error_codes(&s.error_codes))
         } else {
             String::new()
         }
     );
+}
+
+/// Errors by code, as `{"0x2500": n}` (UNPREPARED: a statement the server no longer knew, still
+/// so after the re-prepares of a prepare-each operation).
+fn error_codes(codes: &BTreeMap<i32, u64>) -> Value {
+    Value::Object(
+        codes
+            .iter()
+            .map(|(c, n)| (format!("0x{c:04x}"), json!(n)))
+            .collect(),
+    )
 }
 
 /// A ratio with its target: (name, median of the per-round ratios, every round, target, kind).
@@ -935,7 +1085,14 @@ async fn main() -> Result<()> {
         "millis" => true,
         t => bail!("--timestamp-literal {t:?}: iso or millis"),
     };
-    let autoprep = if modes.contains(&Mode::Autoprep) || modes.contains(&Mode::ProxiedPrepared) {
+    let autoprep = if [
+        Mode::Autoprep,
+        Mode::ProxiedPrepared,
+        Mode::AutoprepPrepareEach,
+    ]
+    .iter()
+    .any(|m| modes.contains(m))
+    {
         Some(Proxy::start(&args, &args.listen, true, true).await?)
     } else {
         None
@@ -1047,7 +1204,7 @@ async fn main() -> Result<()> {
         // Warm-up runs closed-loop: as many operations as possible in the time.
         let p = b.phase(mode, 0, ops, left.as_secs().max(1), None).await?;
         println!(
-            "warm-up {:<18} {:>8} ops {:>8.0} op/s  server {:.2} µs/op",
+            "warm-up {:<21} {:>8} ops {:>8.0} op/s  server {:.2} µs/op",
             mode.name(),
             p.stats.ops,
             p.stats.ops_per_sec(),
@@ -1095,7 +1252,7 @@ async fn main() -> Result<()> {
 
     println!();
     println!(
-        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "{:<21} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
         "mode (medians)",
         "op/s",
         "p50",
@@ -1111,7 +1268,7 @@ async fn main() -> Result<()> {
         "errors"
     );
     println!(
-        "{:<18} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "{:<21} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>9} {:>9} {:>8} {:>8} {:>6}",
         "",
         "",
         "µs",
@@ -1129,7 +1286,7 @@ async fn main() -> Result<()> {
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |u| format!("{u:.prec$}"));
     for s in &summaries {
         println!(
-            "{:<18} {:>8.0} {:>7.0} {:>7.0} {:>8.2} {:>9} {:>7.2} {:>6.2} {:>9.3} {:>9.3} {:>8} {:>8} {:>6}",
+            "{:<21} {:>8.0} {:>7.0} {:>7.0} {:>8.2} {:>9} {:>7.2} {:>6.2} {:>9.3} {:>9.3} {:>8} {:>8} {:>6}",
             s.mode.name(),
             s.ops_per_sec,
             s.p50,
@@ -1150,6 +1307,48 @@ async fn main() -> Result<()> {
          autoprep cs/op: context switches of its threads per operation, from \
          /proc/PID/task/*/status)"
     );
+    let each = [Mode::DirectPrepareEach, Mode::AutoprepPrepareEach];
+    if modes.iter().any(|m| each.contains(m)) {
+        println!();
+        println!("{:<21} {:>9} {:>12}", "mode", "requests", "prepared-cache");
+        println!("{:<21} {:>9} {:>12}", "", "per op", "evictions/op");
+        for s in &summaries {
+            println!(
+                "{:<21} {:>9.3} {:>12.3}",
+                s.mode.name(),
+                s.requests_per_op,
+                s.evicted_per_op
+            );
+        }
+        println!(
+            "(requests: what the application sent per operation, a PREPARE and its EXECUTE for \
+             prepare-each; evictions: system_views.cql_metrics prepared_statements_evicted)"
+        );
+    }
+    // How autoprep's counters moved during its phases, summed per mode.
+    for &m in &modes {
+        let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+        let mut ops = 0u64;
+        for p in phases.iter().filter(|p| p.mode == m) {
+            let Some(c) = &p.proxy_counters else { continue };
+            ops += p.stats.ops;
+            for (k, v) in c {
+                *sum.entry(k.clone()).or_default() += v;
+            }
+        }
+        // The counters (a gauge's change per operation means nothing), bytes left out.
+        let interesting = |k: &str| {
+            k.split('{').next().is_some_and(|n| n.ends_with("_total")) && !k.contains("bytes")
+        };
+        if ops == 0 || sum.is_empty() {
+            continue;
+        }
+        println!();
+        println!("autoprep's counters during {} (per operation):", m.name());
+        for (k, v) in sum.iter().filter(|(k, _)| interesting(k)) {
+            println!("  {:<90} {:>10.0} {:>8.4}", k, v, v / ops as f64);
+        }
+    }
     if nodes.len() > 1 {
         println!();
         println!(
@@ -1328,6 +1527,64 @@ async fn main() -> Result<()> {
         &tput,
         None,
     );
+    // The second legacy pattern, a PREPARE of each formatted statement (issue 17): through
+    // autoprep against an application that prepares its statements with markers.
+    add(
+        "server CPU/op: autoprep-prepare-each / direct-prepared",
+        AutoprepPrepareEach,
+        DirectPrepared,
+        &srv,
+        Some(("<=", 1.10)),
+    );
+    add(
+        "server CPU/op: autoprep-prepare-each / direct-prepare-each",
+        AutoprepPrepareEach,
+        DirectPrepareEach,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: direct-prepare-each / direct-prepared",
+        DirectPrepareEach,
+        DirectPrepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: direct-prepare-each / direct-unprepared",
+        DirectPrepareEach,
+        DirectUnprepared,
+        &srv,
+        None,
+    );
+    add(
+        "server CPU/op: autoprep-prepare-each / autoprep",
+        AutoprepPrepareEach,
+        Autoprep,
+        &srv,
+        None,
+    );
+    add(
+        "op/s: autoprep-prepare-each / direct-prepare-each",
+        AutoprepPrepareEach,
+        DirectPrepareEach,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: autoprep-prepare-each / direct-prepared",
+        AutoprepPrepareEach,
+        DirectPrepared,
+        &tput,
+        None,
+    );
+    add(
+        "op/s: direct-prepare-each / direct-prepared",
+        DirectPrepareEach,
+        DirectPrepared,
+        &tput,
+        None,
+    );
     // The proxy's own cost against the byte splice's, passing the same stream.
     let fwd = |p: &Phase| {
         p.proxy_s
@@ -1383,10 +1640,10 @@ async fn main() -> Result<()> {
         / auto.iter().map(|p| p.stats.ops).sum::<u64>().max(1) as f64;
 
     println!();
-    println!("ratios (median of the per-round ratios)      value   target    rounds");
+    println!("ratios (median of the per-round ratios)              value   target    rounds");
     for r in &ratios {
         println!(
-            "  {:<50} {:>6.3}   {:<9} {}",
+            "  {:<58} {:>6.3}   {:<9} {}",
             r.name,
             r.value,
             match (r.target, r.met()) {
@@ -1404,7 +1661,7 @@ async fn main() -> Result<()> {
     let proxy_us = median(proxy_per_rewritten.clone());
     if !auto.is_empty() {
         println!(
-            "  {:<50} {:>6.3}   {:<9} {}",
+            "  {:<58} {:>6.3}   {:<9} {}",
             "autoprep CPU per rewritten operation, µs",
             proxy_us,
             format!("<= 5.00 {}", if proxy_us <= 5.0 { "met" } else { "MISSED" }),
@@ -1415,7 +1672,7 @@ async fn main() -> Result<()> {
                 .join(" ")
         );
         println!(
-            "  {:<50} {:>6.3}",
+            "  {:<58} {:>6.3}",
             "share of autoprep's operations run as EXECUTE", rewritten_share
         );
     }
@@ -1440,6 +1697,7 @@ async fn main() -> Result<()> {
                     "mode": s.mode.name(),
                     "ops": s.ops,
                     "errors": s.errors,
+                    "error_codes": error_codes(&s.error_codes),
                     "ops_per_sec": s.ops_per_sec,
                     "p50_us": s.p50,
                     "p99_us": s.p99,
@@ -1450,6 +1708,8 @@ async fn main() -> Result<()> {
                     "other_cpu_cores": s.other_cores,
                     "regular_statements_per_op": s.regular_per_op,
                     "prepared_statements_per_op": s.prepared_per_op,
+                    "requests_per_op": s.requests_per_op,
+                    "prepared_cache_evictions_per_op": s.evicted_per_op,
                     "server_syscalls_per_op": s.server_syscalls_per_op,
                     "autoprep_context_switches_per_op": s.proxy_switches_per_op,
                     "node_us_per_op": s.node_us,
@@ -1500,6 +1760,7 @@ async fn main() -> Result<()> {
                 "server_cpus": a.server_cpus,
                 "client_cpus": a.client_cpus,
                 "timestamp_literal": a.timestamp_literal,
+                "prepare_each_bind_value": a.prepare_each_bind_value,
                 "ops_per_phase": a.ops,
                 "phase_seconds": a.phase_seconds,
                 "rounds": a.rounds,
