@@ -47,20 +47,33 @@
 //! counted in `system_views.cql_metrics`, and the ratios against the targets; as a table, as
 //! JSON (`--json`) and as an SVG chart (`--svg`).
 //!
+//! Against a cluster whose processes this machine cannot see (staging, managed, containers),
+//! `--metrics-url` reads each node's CPU from its Prometheus metrics endpoint instead
+//! (`autoprep_benches::remote_cpu`: Cassandra through jmx_exporter, ScyllaDB's own), and on
+//! ScyllaDB, which has no `system_views.cql_metrics`, its statement counts too. With a local pid
+//! as well, both CPU figures are measured in the same phases and both sets of ratios reported.
+//! The benchmark writes only to its own keyspace (`autoprep_benches::bench_keyspace`: marked,
+//! checked before anything is written, any other keyspace of its name refused), and every phase
+//! is bounded (`--ops`, `--phase-seconds`, `--rounds`, `--max-seconds`, `--keys`).
+//!
 //! ```text
 //! cargo build --release -p autoprep -p autoprep-benches
 //! target/release/savings --mix insert --json savings.json --svg savings.svg
 //! target/release/savings --cluster \
 //!     --modes direct-unprepared,autoprep-unrouted,autoprep,direct-token-aware
+//! target/release/savings --upstream 10.0.0.5:9042 \
+//!     --metrics-url n1=http://10.0.0.5:9180,n2=http://10.0.0.6:9180,n3=http://10.0.0.7:9180
 //! ```
 
 use anyhow::{bail, Context, Result};
 use autoprep_benches::affinity::Pinned;
+use autoprep_benches::bench_keyspace;
 use autoprep_benches::chart;
 use autoprep_benches::cluster::{self, ClusterNode};
 use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
 use autoprep_benches::load::{self, Conn, Stats};
 use autoprep_benches::procfs;
+use autoprep_benches::remote_cpu::{self, NodeDelta, NodeReading, RemoteCpu};
 use autoprep_benches::token_aware::TokenAware;
 use clap::Parser;
 use serde_json::{json, Value};
@@ -89,6 +102,14 @@ struct Args {
         conflicts_with = "server_pid"
     )]
     cluster: Option<String>,
+    /// Each node's Prometheus metrics endpoint, `[NAME=]http://HOST:PORT[/PATH]`, separated by
+    /// commas: the server's CPU is read from them (Cassandra: jmx_exporter's
+    /// cassandra_process_cpu_seconds_total or the javaagent's process_cpu_seconds_total;
+    /// ScyllaDB: scylla_reactor_cpu_busy_ms), summed over the nodes. List every node the
+    /// workload reaches. With --server-pid (or --cluster) too, /proc is read as well and both
+    /// figures are reported.
+    #[arg(long, value_delimiter = ',', value_name = "URLS")]
+    metrics_url: Vec<String>,
     /// The benchmark keyspace's replication, a CQL map (an existing keyspace is altered to it),
     /// such as "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}".
     #[arg(long, default_value = legacy::DEFAULT_REPLICATION)]
@@ -379,6 +400,8 @@ fn counter_deltas(
 /// The counters read before and after a phase.
 #[derive(Debug, Clone)]
 struct Sample {
+    /// Every node's metrics endpoint (--metrics-url).
+    remote: Option<Vec<NodeReading>>,
     /// Summed over the nodes.
     server: u64,
     server_nodes: Vec<u64>,
@@ -404,6 +427,8 @@ struct Phase {
     mode: Mode,
     round: usize,
     stats: Stats,
+    /// From the metrics endpoints (--metrics-url), per node.
+    remote: Option<Vec<NodeDelta>>,
     /// Summed over the nodes.
     server_s: f64,
     /// Per node (one entry on a single server).
@@ -436,6 +461,32 @@ impl Phase {
     fn server_us(&self) -> f64 {
         self.per_op_us(self.server_s)
     }
+    /// The nodes' CPU from their metrics endpoints, summed.
+    fn remote_total(&self) -> Option<NodeDelta> {
+        self.remote.as_deref().map(remote_cpu::total)
+    }
+    fn remote_us(&self) -> Option<f64> {
+        self.remote_total().map(|t| self.per_op_us(t.cpu_seconds))
+    }
+    /// What the metrics endpoints said during the phase, per operation.
+    fn remote_json(&self) -> Value {
+        let Some(t) = self.remote_total() else {
+            return Value::Null;
+        };
+        let per_op = |n: Option<f64>| n.map(|n| n / self.stats.ops.max(1) as f64);
+        json!({
+            "server_cpu_s": t.cpu_seconds,
+            "server_us_per_op": self.per_op_us(t.cpu_seconds),
+            "node_us_per_op": self.remote.iter().flatten()
+                .map(|d| self.per_op_us(d.cpu_seconds)).collect::<Vec<_>>(),
+            "regular_statements": t.regular,
+            "prepared_statements": t.prepared,
+            "requests_served_per_op": per_op(t.requests_served),
+            "statements_parsed_per_op": per_op(t.statements_prepared),
+            "cpu_used_us_per_op": t.cpu_used_seconds.map(|c| self.per_op_us(c)),
+            "scheduler_runtime_us_per_op": t.scheduler_runtime_seconds.map(|c| self.per_op_us(c)),
+        })
+    }
     fn proxy_us(&self) -> Option<f64> {
         self.proxy_s.map(|s| self.per_op_us(s))
     }
@@ -455,6 +506,7 @@ impl Phase {
         json!({
             "mode": self.mode.name(),
             "round": self.round,
+            "metrics_endpoint": self.remote_json(),
             "ops": s.ops,
             "errors": s.errors,
             "error_codes": error_codes(&s.error_codes),
@@ -486,6 +538,11 @@ impl Phase {
 
 struct Bench {
     args: Args,
+    /// The nodes' metrics endpoints (--metrics-url).
+    remote: Option<RemoteCpu>,
+    /// The statement counters come from the metrics endpoints (ScyllaDB: no
+    /// `system_views.cql_metrics`).
+    remote_counters: bool,
     /// The server's process, or every node's on a cluster.
     server_pids: Vec<u32>,
     ticks: f64,
@@ -583,11 +640,32 @@ impl Bench {
     }
 
     async fn sample(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
+        let remote = match &self.remote {
+            Some(r) => Some(r.read().await?),
+            None => None,
+        };
+        let s = self.sample_local(mode, metrics_first).await?;
+        if !self.remote_counters {
+            return Ok(Sample { remote, ..s });
+        }
+        let sum = |f: fn(&NodeReading) -> Option<f64>| -> f64 {
+            remote.iter().flatten().map(|r| f(r).unwrap_or(0.0)).sum()
+        };
+        Ok(Sample {
+            regular: sum(|r| r.regular),
+            prepared: sum(|r| r.prepared),
+            evicted: sum(|r| r.evicted),
+            remote,
+            ..s
+        })
+    }
+
+    async fn sample_local(&mut self, mode: Mode, metrics_first: bool) -> Result<Sample> {
         // Each read of the counters is a regular statement of its node: `metrics_first` keeps
         // the reads before the phase out of it, and the reads after it are subtracted.
         let mut m = (0.0, 0.0, 0.0);
         let mut internode = None;
-        if metrics_first {
+        if metrics_first && !self.remote_counters {
             m = cql_metrics_sum(&mut self.metrics).await?;
         }
         if self.internode {
@@ -611,13 +689,17 @@ impl Bench {
             .map(|&p| procfs::process_ticks(p))
             .collect::<Result<Vec<_>>>()?;
         let s = Sample {
+            remote: None,
             server: server_nodes.iter().sum(),
             server_nodes,
-            server_sys: self
-                .server_pids
-                .iter()
-                .map(|&p| procfs::process_syscalls(p))
-                .sum(),
+            server_sys: if self.server_pids.is_empty() {
+                None
+            } else {
+                self.server_pids
+                    .iter()
+                    .map(|&p| procfs::process_syscalls(p))
+                    .sum()
+            },
             internode,
             proxy_cs,
             proxy,
@@ -629,7 +711,7 @@ impl Bench {
             evicted: m.2,
             proxy_counters,
         };
-        if metrics_first {
+        if metrics_first || self.remote_counters {
             return Ok(s);
         }
         let m = cql_metrics_sum(&mut self.metrics).await?;
@@ -699,25 +781,42 @@ impl Bench {
         let after = self.sample(mode, false).await?;
         let wall_s = t0.elapsed().as_secs_f64();
         let secs = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks;
-        let server_s = secs(after.server, before.server);
-        let node_s = after
+        let remote = match (&before.remote, &after.remote) {
+            (Some(b), Some(a)) => Some(RemoteCpu::deltas(b, a)?),
+            _ => None,
+        };
+        let mut server_s = secs(after.server, before.server);
+        let mut node_s: Vec<f64> = after
             .server_nodes
             .iter()
             .zip(&before.server_nodes)
             .map(|(&a, &b)| secs(a, b))
             .collect();
+        if self.server_pids.is_empty() {
+            // Only the metrics endpoints see the server: theirs is the server's figure.
+            let r = remote
+                .as_deref()
+                .context("no server pid and no metrics endpoint")?;
+            server_s = remote_cpu::total(r).cpu_seconds;
+            node_s = r.iter().map(|d| d.cpu_seconds).collect();
+        }
         let internode = after
             .internode
             .zip(before.internode)
             .map(|(a, b)| a.saturating_sub(b) as f64);
         // The counter reads after the phase that it counted: per node, the internode read
         // before it and after it, and the metrics read itself.
-        let reads = self.metrics.len() as f64 * if self.internode { 3.0 } else { 1.0 };
+        let reads = if self.remote_counters {
+            0.0
+        } else {
+            self.metrics.len() as f64 * if self.internode { 3.0 } else { 1.0 }
+        };
         let proxy_s = after.proxy.zip(before.proxy).map(|(a, b)| secs(a, b));
         let client_s = secs(after.client, before.client);
         let busy_s = secs(after.machine_busy, before.machine_busy);
         let _ = after.machine_total;
         Ok(Phase {
+            remote,
             mode,
             round,
             server_s,
@@ -795,6 +894,8 @@ fn git_rev() -> Option<String> {
 /// Per-mode medians over the measured rounds.
 struct Summary {
     mode: Mode,
+    /// Server CPU per operation from the metrics endpoints (median).
+    remote_us: Option<f64>,
     ops: u64,
     errors: u64,
     error_codes: BTreeMap<i32, u64>,
@@ -824,6 +925,8 @@ fn summarize(mode: Mode, phases: &[&Phase]) -> Summary {
     let ops: u64 = phases.iter().map(|p| p.stats.ops).sum();
     Summary {
         mode,
+        remote_us: (!phases.is_empty() && phases.iter().all(|p| p.remote.is_some()))
+            .then(|| m(&|p| p.remote_us().unwrap_or(f64::NAN))),
         ops,
         errors: phases.iter().map(|p| p.stats.errors).sum(),
         error_codes: phases.iter().flat_map(|p| &p.stats.error_codes).fold(
@@ -898,7 +1001,10 @@ fn print_phase(p: &Phase) {
         },
         p.proxy_us()
             .map(|u| format!("  autoprep {u:>5.2} µs/op"))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + &p.remote_us()
+                .map(|u| format!("  metrics endpoint {u:>6.2} µs/op"))
+                .unwrap_or_default(),
         p.other_s / s.elapsed.as_secs_f64().max(1e-9),
         p.regular,
         p.prepared,
@@ -1009,10 +1115,36 @@ async fn main() -> Result<()> {
         .with_context(|| format!("resolve {}", args.upstream))?
         .next()
         .context("--upstream must be host:port")?;
+    let remote = match args.metrics_url.is_empty() {
+        true => None,
+        false => Some(RemoteCpu::parse(&args.metrics_url)?),
+    };
     let server_pids: Vec<u32> = match (nodes.is_empty(), args.server_pid) {
         (false, _) => nodes.iter().map(|n| n.pid).collect(),
         (true, Some(p)) => vec![p],
+        // With metrics endpoints, /proc is read too only for a pid named: a local process found
+        // by its port could be another server than the one measured (behind a port forward).
+        (true, None) if remote.is_some() => Vec::new(),
         (true, None) => vec![procfs::find_cassandra(contact)?],
+    };
+    // Read every endpoint once before anything is written: a wrong URL fails here.
+    let remote_first = match &remote {
+        Some(r) => {
+            let readings = r.read().await?;
+            for (e, n) in r.endpoints.iter().zip(&readings) {
+                println!(
+                    "metrics endpoint {} (http://{}{}): {}, CPU from {} ({:.1} s so far)",
+                    e.name,
+                    e.addr,
+                    e.path,
+                    n.server.name(),
+                    n.cpu_series,
+                    n.cpu_seconds
+                );
+            }
+            Some(readings)
+        }
+        None => None,
     };
     let ticks = procfs::clock_ticks_per_sec();
     let machine_cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -1038,6 +1170,43 @@ async fn main() -> Result<()> {
         .and_then(|r| r.into_iter().next().flatten())
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
+    // The server's statement counters: system_views.cql_metrics (Cassandra 4+), or the metrics
+    // endpoints' where the server has no such table (ScyllaDB).
+    let remote_counters = match cql_metrics(&mut setup).await {
+        Ok(_) => false,
+        Err(e) => match &remote_first {
+            Some(r)
+                if r.iter()
+                    .all(|n| n.regular.is_some() && n.prepared.is_some()) =>
+            {
+                println!(
+                    "no system_views.cql_metrics ({e:#}): statements counted from the metrics \
+                     endpoints"
+                );
+                true
+            }
+            _ => {
+                return Err(e.context(
+                    "the server's statement counters: system_views.cql_metrics, or \
+                     --metrics-url endpoints that export them",
+                ))
+            }
+        },
+    };
+    // Nothing is written before the keyspace is known to be the benchmark's own.
+    match bench_keyspace::claim(&mut setup, &args.replication).await? {
+        bench_keyspace::Ownership::Absent => {
+            println!(
+                "keyspace {}: created, marked as the benchmark's",
+                legacy::KEYSPACE
+            )
+        }
+        bench_keyspace::Ownership::Earlier => println!(
+            "keyspace {}: earlier runs' (only the benchmarks' tables), marked as the benchmark's",
+            legacy::KEYSPACE
+        ),
+        _ => {}
+    }
     legacy::create_schema(
         &mut setup,
         &args.replication,
@@ -1119,6 +1288,8 @@ async fn main() -> Result<()> {
         metrics.push(Conn::connect(&n.addr.to_string()).await?);
     }
     let mut b = Bench {
+        remote,
+        remote_counters,
         splice,
         server_pids: server_pids.clone(),
         ticks,
@@ -1154,6 +1325,18 @@ async fn main() -> Result<()> {
             a.replication,
             rf.unwrap_or(0)
         )
+    };
+    let server = match (&b.remote, server_pids.is_empty()) {
+        (Some(r), true) => format!(
+            "at {} (CPU from the metrics endpoints of {} nodes)",
+            a.upstream,
+            r.endpoints.len()
+        ),
+        (Some(r), false) => format!(
+            "{server}; CPU also from the metrics endpoints of {} nodes",
+            r.endpoints.len()
+        ),
+        (None, _) => server,
     };
     println!(
         "savings: Cassandra {release} {server}, mix {} ({} timestamps), {} connections × {} in flight{}, {} rounds of {} ops (≤ {} s) per mode",
@@ -1231,7 +1414,7 @@ async fn main() -> Result<()> {
             let (ops, secs, rate) = (b.args.ops, b.args.phase_seconds, b.args.rate);
             let p = b.phase(mode, round, ops, secs, rate).await?;
             print_phase(&p);
-            if p.server_us() < 2.0 {
+            if !b.server_pids.is_empty() && p.server_us() < 2.0 {
                 println!(
                     "  warning: pid {pids} used {:.2} µs of CPU per operation: is it the server \
                      that answered? (--server-pid)",
@@ -1307,6 +1490,33 @@ async fn main() -> Result<()> {
          autoprep cs/op: context switches of its threads per operation, from \
          /proc/PID/task/*/status)"
     );
+    if summaries.iter().any(|s| s.remote_us.is_some()) {
+        let proc_seen = !server_pids.is_empty();
+        println!();
+        println!(
+            "{:<21} {:>10} {:>10} {:>9}",
+            "server CPU (medians)", "/proc", "metrics", "metrics"
+        );
+        println!(
+            "{:<21} {:>10} {:>10} {:>9}",
+            "", "µs/op", "µs/op", "/ /proc"
+        );
+        for s in &summaries {
+            let r = s.remote_us.unwrap_or(f64::NAN);
+            println!(
+                "{:<21} {:>10} {:>10.2} {:>9}",
+                s.mode.name(),
+                opt(Some(s.server_us).filter(|_| proc_seen), 2),
+                r,
+                opt(Some(r / s.server_us).filter(|_| proc_seen), 3)
+            );
+        }
+        println!(
+            "(/proc: utime + stime of the server's pid(s); metrics: the CPU series of each node's \
+             metrics endpoint, summed over {} endpoints)",
+            b.remote.as_ref().map_or(0, |r| r.endpoints.len())
+        );
+    }
     let each = [Mode::DirectPrepareEach, Mode::AutoprepPrepareEach];
     if modes.iter().any(|m| each.contains(m)) {
         println!();
@@ -1398,6 +1608,32 @@ async fn main() -> Result<()> {
         }
     };
     use Mode::*;
+    // The same savings from the metrics endpoints' CPU, where /proc is read too (without a pid,
+    // the figures above are the endpoints' already).
+    let rsrv = |p: &Phase| p.remote_us().unwrap_or(f64::NAN);
+    if !server_pids.is_empty() && b.remote.is_some() {
+        add(
+            "metrics CPU/op: autoprep / direct-unprepared",
+            Autoprep,
+            DirectUnprepared,
+            &rsrv,
+            None,
+        );
+        add(
+            "metrics CPU/op: autoprep / direct-prepared",
+            Autoprep,
+            DirectPrepared,
+            &rsrv,
+            None,
+        );
+        add(
+            "metrics CPU/op: direct-prepared / direct-unprepared",
+            DirectPrepared,
+            DirectUnprepared,
+            &rsrv,
+            None,
+        );
+    }
     // On a cluster: routing against a token-aware driver, and against no routing (the issue's
     // targets; the second is set at replication factor 1, where every replica is one node).
     add(
@@ -1702,6 +1938,7 @@ async fn main() -> Result<()> {
                     "p50_us": s.p50,
                     "p99_us": s.p99,
                     "server_us_per_op": s.server_us,
+                    "server_us_per_op_metrics_endpoint": s.remote_us,
                     "server_cpu_s_per_10k_ops": s.server_us / 100.0,
                     "autoprep_us_per_op": s.proxy_us,
                     "client_us_per_op": s.client_us,
@@ -1770,6 +2007,17 @@ async fn main() -> Result<()> {
                 "compaction": a.compaction,
                 "admission_threshold": a.admission_threshold,
                 "cluster": a.cluster,
+                "metrics_urls": a.metrics_url,
+                "cpu_source": match (server_pids.is_empty(), b.remote.is_some()) {
+                    (false, false) => "proc",
+                    (false, true) => "proc and metrics endpoints",
+                    _ => "metrics endpoints",
+                },
+                "statement_counters": if b.remote_counters {
+                    "metrics endpoints"
+                } else {
+                    "system_views.cql_metrics"
+                },
                 "replication": a.replication,
                 "consistency": "ONE",
                 "protocol": "v4",
