@@ -21,7 +21,7 @@
 //! markers, tracing or a custom payload, ScyllaDB, a shape not prepared yet.
 
 use crate::context::Context;
-use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest, Route, Used};
+use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest};
 use crate::shapes::ShapeRef;
 use autoprep_cache::{Lookup, PreparedEntry, ShapeHash, ShapeKey};
 use autoprep_protocol::cql::normalize::{fingerprint, normalize, Normalized, Slot};
@@ -32,7 +32,7 @@ use autoprep_protocol::message::prepare::PrepareView;
 use autoprep_protocol::message::query::{QueryParams, Values};
 use autoprep_protocol::message::result::{write_prepared, ColumnSpec, ResultView};
 use autoprep_protocol::message::RequestBody;
-use autoprep_protocol::primitives::{write_short_bytes, write_value};
+use autoprep_protocol::primitives::write_value;
 use autoprep_protocol::types::encode_literal;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
@@ -472,7 +472,7 @@ pub fn decide_prepare(
              Please consider removing instances of `Session#setKeyspace(<keyspace>)`, `Session#execute(\"USE <keyspace>\")` and `cluster.newSession(<keyspace>)` from your code, and \
              always use fully qualified table names (e.g. <keyspace>.<table>). \
              Keyspace used: {ks}, statement keyspace: {ks}, statement id: {}",
-            hex(&id)
+            crate::shapes::hex(&id)
         )
     });
     let statement = Statement {
@@ -526,10 +526,6 @@ fn partition_key_indexes(
         .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The shape's entry on `node` for a statement of the map, when the cache still has one whose
 /// bind types are those the literals were encoded for.
 fn resolve(ctx: &Context, node: u32, s: &Statement) -> Result<Arc<PreparedEntry>, &'static str> {
@@ -573,37 +569,14 @@ pub fn decide_execute(
             }),
             ..exec.params
         };
-        let mut frame = rewrite::start_frame(req.custom_payload, 64 + scratch.len());
-        let built = write_short_bytes(&mut frame, &entry.id).is_ok()
-            && exec
-                .result_metadata_id
-                .is_none_or(|m| write_short_bytes(&mut frame, m).is_ok())
-            && params.write(header.version, &mut frame).is_ok();
-        if !built {
-            return Err("value too large");
-        }
-        let route = ctx
-            .cluster
-            .may_route()
-            .then(|| rewrite::partition_token(&entry.pk_indexes, scratch))
-            .flatten()
-            .map(|token| Route {
-                token,
-                entry: entry.clone(),
-                others: Vec::new(),
-                local_only: rewrite::is_local_consistency(params.consistency)
-                    || params
-                        .serial_consistency
-                        .is_some_and(rewrite::is_local_consistency),
-            });
-        Ok(Decision::Execute {
-            frame: rewrite::finish_frame(frame, header, Opcode::EXECUTE),
-            used: Used::One {
-                hash: statement.hash,
-                id: entry.id.clone(),
-            },
-            route,
-        })
+        rewrite::execute_decision(
+            ctx,
+            header,
+            req.custom_payload,
+            (statement.hash, &entry),
+            exec.result_metadata_id,
+            &params,
+        )
     })();
     let decision = match decision {
         Ok(d) => {

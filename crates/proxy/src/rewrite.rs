@@ -179,7 +179,7 @@ fn pass(reason: &'static str) -> Decision {
 }
 
 /// A request frame under construction: header space, then the custom payload if any.
-pub(crate) fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
+fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> BytesMut {
     let mut frame = BytesMut::with_capacity(HEADER_LEN + capacity);
     frame.put_bytes(0, HEADER_LEN);
     if let Some(cp) = custom_payload {
@@ -190,7 +190,7 @@ pub(crate) fn start_frame(custom_payload: Option<&[u8]>, capacity: usize) -> Byt
 
 /// Writes the header of a finished request frame built from the client's `header`. The frame
 /// goes uncompressed: the compression flag is per envelope in v3/v4.
-pub(crate) fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMut {
+fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMut {
     let h = Header {
         version: header.version,
         direction: Direction::Request,
@@ -365,7 +365,6 @@ fn decide_shape(
     scratch: &mut Vec<u8>,
     shape_stats: &mut Option<ShapeRef>,
 ) -> Decision {
-    let version = header.version;
     let params = query.params;
     if let Err(reason) = client_values_fit(shape, params.values) {
         return pass(reason);
@@ -440,20 +439,40 @@ fn decide_shape(
         flags: 0,
         ..params
     };
-    let mut frame = start_frame(req.custom_payload, 64 + scratch.len());
+    execute_decision(
+        ctx,
+        header,
+        req.custom_payload,
+        (hash, &entry),
+        entry.result_metadata_id.as_deref(),
+        &exec_params,
+    )
+    .unwrap_or_else(pass)
+}
+
+/// The EXECUTE of the prepared shape `entry` (under `hash`) with `params`, its values already
+/// bound, carrying the request's custom payload and, on v5, `result_metadata_id`; with where
+/// routing would send it. `Err` when a field is too long for the protocol.
+pub(crate) fn execute_decision(
+    ctx: &Context,
+    header: &Header,
+    custom_payload: Option<&[u8]>,
+    (hash, entry): (ShapeHash, &Arc<PreparedEntry>),
+    result_metadata_id: Option<&[u8]>,
+    params: &QueryParams<'_>,
+) -> Result<Decision, &'static str> {
+    let version = header.version;
+    let values = params.values.map_or(&[][..], |v| v.raw);
+    let mut frame = start_frame(custom_payload, 64 + values.len());
     let built = write_short_bytes(&mut frame, &entry.id).is_ok()
         && (version < ProtocolVersion::V5
-            || write_short_bytes(
-                &mut frame,
-                entry.result_metadata_id.as_deref().unwrap_or(&[]),
-            )
-            .is_ok())
-        && exec_params.write(version, &mut frame).is_ok();
+            || write_short_bytes(&mut frame, result_metadata_id.unwrap_or(&[])).is_ok())
+        && params.write(version, &mut frame).is_ok();
     if !built {
-        return pass("value too large");
+        return Err("value too large");
     }
     let route = if ctx.cluster.may_route() {
-        partition_token(&entry.pk_indexes, scratch).map(|token| Route {
+        partition_token(&entry.pk_indexes, values).map(|token| Route {
             token,
             entry: entry.clone(),
             others: Vec::new(),
@@ -463,14 +482,14 @@ fn decide_shape(
     } else {
         None
     };
-    Decision::Execute {
+    Ok(Decision::Execute {
         frame: finish_frame(frame, header, Opcode::EXECUTE),
         used: Used::One {
             hash,
             id: entry.id.clone(),
         },
         route,
-    }
+    })
 }
 
 /// Decides the fate of a BATCH message: it becomes a BATCH of prepared children only when

@@ -495,47 +495,22 @@ async fn forward_request(
     // Rewriting waits until the connection is authenticated (see `Shared::ready`).
     let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
     let client_prepared = header.opcode == Opcode::EXECUTE || header.opcode == Opcode::BATCH;
-    if client_prepared && rewrite && ctx.cluster.may_route() {
-        let compression = shared.lock().compression;
-        let route = plain_body(&env, compression, ctx.cfg.max_frame_bytes).and_then(|b| {
-            if header.opcode == Opcode::EXECUTE {
-                routing::client_execute(ctx, &header, &b)
-            } else {
-                routing::client_batch(ctx, &header, &b)
-            }
-        });
-        if let Some(route) = route {
-            let same_keyspace = {
-                let st = shared.lock();
-                st.use_in_flight == 0 && st.keyspace.as_deref() == route.entry.keyspace.as_deref()
-            };
-            let frame = env.into_frame();
-            let req = routing::Request {
-                stream,
-                original: frame.clone().freeze(),
-                version: header.version,
-                hash: None,
-                same_keyspace,
-                shape: None,
-                group: Group::Other,
-                literals: Vec::new(),
-            };
-            let frame = match routing::route(ctx, shared, frame, route, req).await {
-                Ok(()) => return Ok(()),
-                Err((frame, _)) => frame,
-            };
-            let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
-            return send_upstream(to_upstream, frame, up).await;
-        }
-    }
-    if header.opcode == Opcode::EXECUTE && rewrite && ctx.literals.holds_any() {
+    // A client's EXECUTE of a statement it prepared with literals inline, and the client's own
+    // prepared statements routing can send to a replica: one read of the body serves both.
+    let literal_execute = header.opcode == Opcode::EXECUTE && rewrite && ctx.literals.holds_any();
+    let route_client = client_prepared && rewrite && ctx.cluster.may_route();
+    if literal_execute || route_client {
         let (compression, keyspace, settled) = {
             let st = shared.lock();
             (st.compression, st.keyspace.clone(), st.use_in_flight == 0)
         };
-        let decided = plain_body(&env, compression, ctx.cfg.max_frame_bytes).and_then(|b| {
-            literal_prepare::decide_execute(ctx, shared.node, &header, &b, &mut scratch.values)
-        });
+        let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
+        let decided = match &body {
+            Some(b) if literal_execute => {
+                literal_prepare::decide_execute(ctx, shared.node, &header, b, &mut scratch.values)
+            }
+            _ => None,
+        };
         match decided {
             Some(literal_prepare::Executed {
                 decision: Decision::Execute { frame, used, route },
@@ -577,6 +552,33 @@ async fn forward_request(
                 .await;
             }
             None => {}
+        }
+        let route = body.as_deref().filter(|_| route_client).and_then(|b| {
+            if header.opcode == Opcode::EXECUTE {
+                routing::client_execute(ctx, &header, b)
+            } else {
+                routing::client_batch(ctx, &header, b)
+            }
+        });
+        if let Some(route) = route {
+            let same_keyspace = settled && keyspace.as_deref() == route.entry.keyspace.as_deref();
+            let frame = env.into_frame();
+            let req = routing::Request {
+                stream,
+                original: frame.clone().freeze(),
+                version: header.version,
+                hash: None,
+                same_keyspace,
+                shape: None,
+                group: Group::Other,
+                literals: Vec::new(),
+            };
+            let frame = match routing::route(ctx, shared, frame, route, req).await {
+                Ok(()) => return Ok(()),
+                Err((frame, _)) => frame,
+            };
+            let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
+            return send_upstream(to_upstream, frame, up).await;
         }
     }
     let topology_candidate = is_query

@@ -433,7 +433,8 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal, as Cassandra prints ids (`MD5Digest.toString`).
+pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         use std::fmt::Write as _;
