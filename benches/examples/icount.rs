@@ -78,10 +78,10 @@ fn run_encode(n: usize) {
 }
 
 fn run_hit_path(n: usize) {
-    let (ctx, header, body) = fixtures::hit_path();
+    let (rw, header, body) = fixtures::hit_path();
     let mut scratch = autoprep::rewrite::Scratch::default();
     for _ in 0..n {
-        let d = fixtures::hit(&ctx, &header, black_box(&body), &mut scratch);
+        let d = fixtures::hit(&rw, &header, black_box(&body), &mut scratch);
         assert!(matches!(d, Decision::Execute { .. }));
         black_box(d);
     }

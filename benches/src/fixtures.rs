@@ -1,9 +1,9 @@
 //! Inputs shared by the criterion benches and the instruction-count example, so that both
 //! measure exactly the same work.
 
+use autoprep::cluster::ClusterView;
 use autoprep::config::Config;
-use autoprep::context::Context;
-use autoprep::rewrite::{decide, ConnKeyspace, Decision, Scratch, NODE};
+use autoprep::rewrite::{decide, ConnKeyspace, Decision, Rewriter, Scratch, NODE};
 use autoprep_cache::PreparedEntry;
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::envelope::{Direction, Flags, Header, Opcode, ProtocolVersion, StreamId};
@@ -42,14 +42,17 @@ pub fn statement_1k() -> String {
     )
 }
 
-/// A proxy context whose cache already holds [`HIT_INSERT`]'s shape, with the QUERY header and
-/// body a client would send for it: the input of the whole cache-hit path.
-pub fn hit_path() -> (Context, Header, Vec<u8>) {
-    let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).expect("context");
+/// The rewrite's parts, with a cache that already holds [`HIT_INSERT`]'s shape, and the QUERY
+/// header and body a client would send for it: the input of the whole cache-hit path (no TLS,
+/// topology or contact points needed).
+pub fn hit_path() -> (Rewriter, Header, Vec<u8>) {
+    let cfg = Config::for_upstream("127.0.0.1:9042");
+    let cluster = std::sync::Arc::new(ClusterView::new(false, None));
+    let rw = Rewriter::new(&cfg, 1, Default::default(), cluster).expect("rewriter");
     let Ok(Normalized::Shape(shape)) = normalize(HIT_INSERT.as_bytes()) else {
         panic!("not a shape")
     };
-    ctx.cache.prepared(
+    rw.cache.prepared(
         NODE,
         shape.hash(None),
         PreparedEntry {
@@ -91,17 +94,17 @@ pub fn hit_path() -> (Context, Header, Vec<u8>) {
         opcode: Opcode::QUERY,
         length: body.len(),
     };
-    (ctx, header, body)
+    (rw, header, body)
 }
 
 /// One pass of the cache-hit path as the proxy runs it for a QUERY: parse the body, then decide
 /// (normalize, look up, encode, build the EXECUTE).
-pub fn hit(ctx: &Context, header: &Header, body: &[u8], scratch: &mut Scratch) -> Decision {
+pub fn hit(rw: &Rewriter, header: &Header, body: &[u8], scratch: &mut Scratch) -> Decision {
     let Ok(request) = QueryRequest::parse(header, body) else {
         return Decision::pass("malformed query");
     };
     decide(
-        ctx,
+        rw,
         NODE,
         header,
         &request,

@@ -134,7 +134,10 @@ fn admin_endpoints_show_the_savings_without_literals() {
     let inline = find("SELECT v FROM kc WHERE k = blobAsInt(<literal>) AND c = ?");
     assert_eq!(inline["executions"], 20);
     find("SELECT v FROM kv WHERE k = ?");
-    assert_eq!(json["tracked"].as_u64().unwrap() as usize, ctx.shapes.len());
+    assert_eq!(
+        json["tracked"].as_u64().unwrap() as usize,
+        ctx.rewriter.shapes.len()
+    );
     let (_, one) = get(admin, "/shapes?limit=1");
     let one: serde_json::Value = serde_json::from_str(&one).unwrap();
     assert_eq!(one["shapes"].as_array().unwrap().len(), 1);

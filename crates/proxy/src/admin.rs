@@ -203,12 +203,16 @@ fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
 /// The body of `/metrics`.
 pub fn metrics_text(ctx: &Context) -> String {
     let mut out = String::with_capacity(8 * 1024);
+    ctx.metrics.encode(
+        &ctx.rewriter.cache.stats(),
+        ctx.rewriter.shapes.len(),
+        &mut out,
+    );
     ctx.metrics
-        .encode(&ctx.cache.stats(), ctx.shapes.len(), &mut out);
-    ctx.metrics.encode_literals(ctx.literals.stats(), &mut out);
+        .encode_literals(ctx.rewriter.literals.stats(), &mut out);
     ctx.metrics.encode_control(
         ctx.cfg.control_fraction,
-        ctx.shapes.estimated_seconds_saved(),
+        ctx.rewriter.shapes.estimated_seconds_saved(),
         &mut out,
     );
     let expiry = TlsExpiry {
@@ -292,9 +296,9 @@ struct ShapesBody {
 /// The body of `/shapes`.
 pub fn shapes_json(ctx: &Context, limit: usize) -> String {
     let body = ShapesBody {
-        tracked: ctx.shapes.len(),
-        evicted: ctx.shapes.evicted(),
-        shapes: ctx.shapes.top(limit),
+        tracked: ctx.rewriter.shapes.len(),
+        evicted: ctx.rewriter.shapes.evicted(),
+        shapes: ctx.rewriter.shapes.top(limit),
     };
     let mut s = serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into());
     s.push('\n');

@@ -41,7 +41,6 @@ pub mod control;
 pub mod flavor;
 pub mod lifecycle;
 pub mod limit;
-pub mod literal_prepare;
 pub mod log_filter;
 pub mod metrics;
 pub mod prepare_proof;

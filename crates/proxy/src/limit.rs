@@ -8,7 +8,6 @@
 //! [`ANSWER_TIMEOUT`]. Every refusal is counted (`autoprep_connections_refused_total`); the
 //! warning is logged at most once per [`LOG_EVERY`], with how many were not logged.
 
-use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use autoprep_protocol::envelope::{Direction, EnvelopeDecoder, EnvelopeError, ProtocolVersion};
@@ -35,7 +34,7 @@ const MAX_FIRST_BODY: usize = 64 * 1024;
 /// At most one warning per this long.
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// The refusal state every listener shares (in [`Context`]).
+/// The refusal state every listener shares (in the `Context`).
 #[derive(Debug)]
 pub struct Refusals {
     answering: Arc<Semaphore>,
@@ -51,29 +50,30 @@ impl Default for Refusals {
     }
 }
 
-/// Refuses `sock` (the limit is reached): counts it, logs now and then, and answers it in the
-/// background when a slot is free.
-pub fn refuse(sock: TcpStream, peer: SocketAddr, ctx: &Arc<Context>) {
-    Metrics::inc(&ctx.metrics.connections_refused);
-    let limit = ctx.lifecycle.limit();
-    if let Some(unlogged) = ctx.refusals.log.check(Instant::now()) {
-        warn!(
-            %peer,
-            limit,
-            not_logged_since_last = unlogged,
-            "client connection refused: max_client_connections reached"
-        );
-    }
-    let Ok(slot) = ctx.refusals.answering.clone().try_acquire_owned() else {
-        debug!(%peer, "refused connection closed without an answer (too many being answered)");
-        return;
-    };
-    tokio::spawn(async move {
-        if let Err(e) = tokio::time::timeout(ANSWER_TIMEOUT, answer(sock, limit)).await {
-            debug!(%peer, error = %e, "refused client took too long");
+impl Refusals {
+    /// Refuses `sock` (`limit` connections are open): counts it, logs now and then, and answers
+    /// it in the background when a slot is free.
+    pub fn refuse(&self, sock: TcpStream, peer: SocketAddr, limit: usize, metrics: &Metrics) {
+        Metrics::inc(&metrics.connections_refused);
+        if let Some(unlogged) = self.log.check(Instant::now()) {
+            warn!(
+                %peer,
+                limit,
+                not_logged_since_last = unlogged,
+                "client connection refused: max_client_connections reached"
+            );
         }
-        drop(slot);
-    });
+        let Ok(slot) = self.answering.clone().try_acquire_owned() else {
+            debug!(%peer, "refused connection closed without an answer (too many being answered)");
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(e) = tokio::time::timeout(ANSWER_TIMEOUT, answer(sock, limit)).await {
+                debug!(%peer, error = %e, "refused client took too long");
+            }
+            drop(slot);
+        });
+    }
 }
 
 /// The message of the ERROR a refused client gets.

@@ -8,7 +8,6 @@
 //! on the data path for a format that is a few lines of `write!`.
 
 use crate::control::Group;
-use crate::literal_prepare::LiteralStats;
 use crate::streams::Tag;
 use autoprep_cache::CacheStats;
 use autoprep_protocol::envelope::Opcode;
@@ -70,7 +69,7 @@ pub struct Metrics {
     /// TLS files that changed but could not be used (the previous material stayed in use).
     pub tls_reloads_error: AtomicU64,
     /// Client PREPAREs of statements with literals inline answered from their shape, and
-    /// those passed through by why (see [`crate::literal_prepare`]).
+    /// those passed through by why (see [`crate::rewrite::literal_prepare`]).
     literal_prepares_answered: AtomicU64,
     literal_prepares_passed: Mutex<BTreeMap<&'static str, u64>>,
     /// EXECUTEs (and BATCH children) of such statements run as the shape, and those sent as
@@ -105,6 +104,15 @@ pub struct TlsExpiry {
 /// The `reason` of `autoprep_routed_total{to="home"}` when the replica chosen is the client
 /// connection's own node.
 pub const HOME_IS_THE_REPLICA: &str = "home is the replica";
+
+/// A point-in-time view of the map of statements prepared with literals inline (see
+/// [`crate::rewrite::literal_prepare`]), for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiteralStats {
+    pub entries: usize,
+    pub bytes: usize,
+    pub evicted: u64,
+}
 
 impl Metrics {
     /// Counts a client request by opcode.
@@ -486,7 +494,7 @@ impl Metrics {
     }
 
     /// Writes the metrics of the statements clients prepared with literals inline (see
-    /// [`crate::literal_prepare`]); `map` is a snapshot of their map.
+    /// [`crate::rewrite::literal_prepare`]); `map` is a snapshot of their map.
     pub fn encode_literals(&self, map: LiteralStats, out: &mut String) {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut e = Encoder(out);

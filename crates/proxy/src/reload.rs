@@ -146,12 +146,13 @@ impl Reloader {
             match o.key {
                 "admission_threshold" => {
                     self.ctx
+                        .rewriter
                         .cache
                         .set_admission_threshold(new.admission_threshold);
                     in_force.admission_threshold = new.admission_threshold;
                 }
                 "exclude" => {
-                    self.ctx.set_exclude(new.exclude.clone());
+                    self.ctx.rewriter.set_exclude(new.exclude.clone());
                     in_force.exclude = new.exclude.clone();
                 }
                 "max_client_connections" => {
@@ -294,7 +295,9 @@ mod tests {
             n.log = "debug".into();
             n.exclude = vec!["secret_table".into()];
         }
-        assert!(!ctx.is_excluded("SELECT v FROM secret_table WHERE k = ?"));
+        assert!(!ctx
+            .rewriter
+            .is_excluded("SELECT v FROM secret_table WHERE k = ?"));
         let report = r.reload_config().unwrap();
         let mut applied = report.applied.clone();
         applied.sort();
@@ -306,7 +309,9 @@ mod tests {
                 "max_client_connections: 1024 -> 5"
             ]
         );
-        assert!(ctx.is_excluded("SELECT v FROM secret_table WHERE k = ?"));
+        assert!(ctx
+            .rewriter
+            .is_excluded("SELECT v FROM secret_table WHERE k = ?"));
         assert_eq!(
             report.need_restart,
             [
@@ -316,7 +321,7 @@ mod tests {
                 "cache_entries (in use: 10000, configured: 3)",
             ]
         );
-        assert_eq!(ctx.cache.admission_threshold(), 7);
+        assert_eq!(ctx.rewriter.cache.admission_threshold(), 7);
         assert_eq!(ctx.lifecycle.limit(), 5);
 
         // Named again while they differ; applied options are not applied twice.
@@ -333,7 +338,7 @@ mod tests {
             Err(vec!["admission_threshold: must be at least 1, got 0".into()])
         });
         assert_eq!(r.reload_config().unwrap_err().len(), 1);
-        assert_eq!(ctx.cache.admission_threshold(), 2);
+        assert_eq!(ctx.rewriter.cache.admission_threshold(), 2);
     }
 
     #[test]

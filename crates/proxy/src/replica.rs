@@ -85,8 +85,8 @@ pub enum Routed {
         /// For the response-time metrics (overall, per shape, control comparison).
         tag: crate::streams::Tag,
         /// Statements prepared with literals inline the request references: the home node
-        /// learns them before `original` is sent there (see `crate::literal_prepare`).
-        literals: Vec<std::sync::Arc<crate::literal_prepare::Statement>>,
+        /// learns them before `original` is sent there (see `crate::rewrite::literal_prepare`).
+        literals: Vec<std::sync::Arc<crate::rewrite::literal_prepare::Statement>>,
     },
     /// A request of the proxy's own (USE, PREPARE on the replica).
     Own(oneshot::Sender<Envelope>),

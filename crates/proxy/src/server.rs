@@ -1,11 +1,10 @@
 //! The listener: accepts client connections and runs a session for each, up to the connection
-//! limit (beyond it, [`limit::refuse`]); it stops, closing its socket, when the drain starts.
+//! limit (beyond it, [`crate::limit::Refusals::refuse`]); it stops, closing its socket, when the drain starts.
 
 use crate::admin;
 use crate::config::Config;
 use crate::context::Context;
 use crate::lifecycle::Phase;
-use crate::limit;
 use crate::session;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -45,7 +44,10 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>) {
                             drop(admitted);
                         });
                     }
-                    None => limit::refuse(sock, peer, &ctx),
+                    None => {
+                        let limit = ctx.lifecycle.limit();
+                        ctx.refusals.refuse(sock, peer, limit, &ctx.metrics)
+                    }
                 },
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.

@@ -13,7 +13,6 @@
 //! counters, reached through a [`ShapeRef`] the session keeps with the request.
 
 use crate::control::{self, Group, Moments};
-use crate::rewrite::Decision;
 use autoprep_protocol::cql::lexer::tokenize;
 use autoprep_protocol::cql::normalize::{fingerprint, ShapeHash};
 use lru::LruCache;
@@ -90,7 +89,7 @@ pub struct ShapeStats {
     prepare_failures: AtomicU64,
     latency_nanos: AtomicU64,
     latency_samples: AtomicU64,
-    /// The other legacy pattern (see [`crate::literal_prepare`]): PREPAREs of statements of
+    /// The other legacy pattern (see [`crate::rewrite::literal_prepare`]): PREPAREs of statements of
     /// this shape with literals inline answered from the shape, those passed through (by
     /// why), and EXECUTEs of such statements run as the shape.
     literal_answered: AtomicU64,
@@ -229,7 +228,7 @@ impl ShapeStats {
 }
 
 /// The statements of a shape the client prepared with their literals inline (see
-/// [`crate::literal_prepare`]), as `/shapes` shows them.
+/// [`crate::rewrite::literal_prepare`]), as `/shapes` shows them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LiteralPattern {
     /// PREPAREs answered from the shape.
@@ -407,15 +406,6 @@ impl Shapes {
     }
 }
 
-/// Counts what became of a QUERY of a tracked shape.
-pub fn record_outcome(shape: Option<&ShapeStats>, decision: &Decision) {
-    match (shape, decision) {
-        (Some(s), Decision::Execute { .. }) => s.rewritten(),
-        (Some(s), Decision::PassThrough { reason, .. }) => s.passed_through(reason),
-        (None, _) => {}
-    }
-}
-
 /// The canonical text with every constant token replaced by [`REDACTED`]. A text the lexer
 /// rejects (which a canonical text never is) is not shown at all.
 pub fn redact(text: &str) -> String {
@@ -538,28 +528,5 @@ mod tests {
             "SELECT \"x'y\" FROM t WHERE k = ?"
         );
         assert_eq!(redact("SELECT 'unterminated"), REDACTED);
-    }
-
-    #[test]
-    fn outcome_of_a_decision() {
-        let shapes = Shapes::new(2);
-        let s = shapes.enter(h(1), None, "SELECT * FROM t WHERE k = ?");
-        let pass = Decision::pass("excluded");
-        record_outcome(Some(&s), &pass);
-        record_outcome(None, &pass);
-        let exec = Decision::Execute {
-            frame: bytes::BytesMut::new(),
-            used: crate::rewrite::Used::One {
-                hash: h(1),
-                id: bytes::Bytes::new(),
-            },
-            route: None,
-        };
-        record_outcome(Some(&s), &exec);
-        let snap = s.snapshot();
-        assert_eq!(
-            (snap.rewritten, snap.passthrough.get("excluded")),
-            (1, Some(&1))
-        );
     }
 }

@@ -1,6 +1,7 @@
 //! Upstream stream ids. The proxy owns the ids it uses toward the server: each client request
 //! (and each request the proxy makes itself) takes a free id from a bitmap, and the response's
-//! id finds the request again. When every id is taken, callers wait (backpressure).
+//! id finds the request again. When every id is taken, callers wait (backpressure). What an id
+//! is pending for is the session's affair (`P`; see `session::pending`).
 //!
 //! Beside each id the table keeps a [`Tag`] for the admin statistics: when the request took
 //! the id and the statement shape it runs.
@@ -10,98 +11,6 @@ use std::time::Instant;
 
 /// Stream ids 0..=32767 are the client's side of the protocol (negative ids are the server's).
 pub const STREAM_COUNT: usize = 32768;
-
-/// What an upstream stream id is in use for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pending {
-    /// A client request forwarded as it was; `stream` is the client's own stream id.
-    /// `use_keyspace` marks a `USE` whose Set_keyspace result the session tracks.
-    Client { stream: i16, use_keyspace: bool },
-    /// A client QUERY the proxy sent as EXECUTE, or a BATCH it sent with prepared children.
-    /// The original envelope is kept so that an UNPREPARED answer (the statement did not run)
-    /// can be replayed as the request it was.
-    Rewritten {
-        stream: i16,
-        original: bytes::Bytes,
-        used: crate::rewrite::Used,
-        /// Set when the QUERY read the topology: its answer is rewritten too.
-        topology: Option<crate::topology::Read>,
-        /// Set when the request references statements prepared with literals inline (boxed:
-        /// rare, and a pending entry stays small).
-        literals: Option<Box<LiteralRequest>>,
-    },
-    /// A PREPARE of the proxy's own of a client's statement with literals inline (see
-    /// [`crate::literal_prepare`]), so that the server knows the id the proxy gave out; then
-    /// the next of `rest`, then the client's request `original` as it was.
-    Materialize {
-        stream: i16,
-        rest: Vec<std::sync::Arc<crate::literal_prepare::Statement>>,
-        original: bytes::Bytes,
-        /// See `Pending::Prepare::exposed`.
-        exposed: bool,
-    },
-    /// A client request reading the cluster topology (`system.local`, `system.peers[_v2]`),
-    /// forwarded as it was; its answer is rewritten (see [`crate::topology`]).
-    Topology {
-        stream: i16,
-        read: crate::topology::Read,
-    },
-    /// A client statement that may change the schema (`CREATE`, `ALTER`, `DROP`): a
-    /// Schema_change answer is held until the schema agrees (see
-    /// [`crate::schema_agreement`]).
-    SchemaChange { stream: i16 },
-    /// The proxy's own check of schema agreement, holding a client's answer.
-    SchemaCheck(Box<crate::schema_agreement::Check>),
-    /// The proxy's own PREPARE of a shape; its answer never reaches the client.
-    Prepare {
-        hash: autoprep_cache::ShapeHash,
-        fingerprint: [u8; 16],
-        text: String,
-        keyspace: Option<String>,
-        /// The epochs when it was sent (see [`crate::prepare_proof`]).
-        epochs: crate::session::Epochs,
-        /// The server resolves its keyspace from the connection's (see
-        /// `session::hold_use`): a client `USE` waits for its answer.
-        exposed: bool,
-        /// The client's PREPARE (of a statement with literals inline) this PREPARE of the
-        /// shape stands in for: answered from the shape once it is prepared, or sent as it
-        /// was (see [`crate::literal_prepare`]).
-        client: Option<Box<crate::literal_prepare::ClientPrepare>>,
-    },
-    /// A read of the proxy's own for the cluster view (see [`crate::cluster`]).
-    ClusterRead(crate::cluster::Part),
-    /// A client's own PREPARE. Routing remembers its answer when `route` holds its text and
-    /// keyspace; the answer loses Cassandra's once-per-connection warning about `USE` with
-    /// prepared statements when the client was given it already (by the proxy: see
-    /// [`crate::literal_prepare`]), unless the PREPARE names its keyspace (v5: the server warns
-    /// for each such PREPARE).
-    ClientPrepare {
-        stream: i16,
-        route: Option<(String, Option<String>)>,
-        names_keyspace: bool,
-    },
-}
-
-/// A rewritten request that references statements the client prepared with literals inline
-/// (see [`crate::literal_prepare`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiteralRequest {
-    /// The client sent an EXECUTE: a v5 answer keeps its metadata-changed flag, which compares
-    /// with the result metadata id the client sent.
-    pub execute: bool,
-    /// On UNPREPARED these are prepared on the server before the request is sent as it was.
-    pub statements: Vec<std::sync::Arc<crate::literal_prepare::Statement>>,
-}
-
-impl Pending {
-    /// A plain forwarded client request.
-    pub fn client(stream: i16) -> Pending {
-        Pending::Client {
-            stream,
-            use_keyspace: false,
-        }
-    }
-}
 
 /// What the admin statistics need about a request in flight.
 #[derive(Debug, Clone, Default)]
@@ -122,13 +31,13 @@ pub struct Tag {
 /// of it, not the 32,768 slots the protocol allows. The lowest free id is handed out, so a
 /// connection with n requests in flight uses ids below about n.
 #[derive(Debug)]
-pub struct StreamTable {
+pub struct StreamTable<P> {
     /// Most ids handed out (the configured `upstream_streams`, at most 32,768).
     capacity: usize,
     /// One bit per id of the grown part, set when free.
     free_bits: Vec<u64>,
     /// Indexed by id; as long as the grown part.
-    slots: Vec<Option<Pending>>,
+    slots: Vec<Option<P>>,
     /// Indexed by id like `slots`, grown only as far as the highest id used.
     tags: Vec<Tag>,
     in_use: usize,
@@ -137,13 +46,13 @@ pub struct StreamTable {
 /// A table grown past this many ids is given back when nothing is in flight.
 pub const KEEP_IDS: usize = 256;
 
-impl Default for StreamTable {
+impl<P> Default for StreamTable<P> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl StreamTable {
+impl<P> StreamTable<P> {
     /// An empty table: every id free.
     pub fn new() -> Self {
         Self::with_capacity(STREAM_COUNT)
@@ -161,7 +70,7 @@ impl StreamTable {
     }
 
     /// Takes a free id for `pending`, or `None` when all are in use.
-    pub fn allocate(&mut self, pending: Pending) -> Option<i16> {
+    pub fn allocate(&mut self, pending: P) -> Option<i16> {
         self.allocate_tagged(pending, None, crate::control::Group::Other)
             .ok()
     }
@@ -196,7 +105,7 @@ impl StreamTable {
         let n = (self.capacity - first).min(64);
         self.free_bits
             .push(if n == 64 { u64::MAX } else { (1u64 << n) - 1 });
-        self.slots.resize(first + 64, None);
+        self.slots.resize_with(first + 64, || None);
         Some(self.free_bits.len() - 1)
     }
 
@@ -212,7 +121,7 @@ impl StreamTable {
     /// Memory the table holds (its vectors' capacities), for the footprint tests.
     pub fn heap_bytes(&self) -> usize {
         self.free_bits.capacity() * 8
-            + self.slots.capacity() * std::mem::size_of::<Option<Pending>>()
+            + self.slots.capacity() * std::mem::size_of::<Option<P>>()
             + self.tags.capacity() * std::mem::size_of::<Tag>()
     }
 
@@ -220,10 +129,10 @@ impl StreamTable {
     /// ids are in use, hands both back.
     pub fn allocate_tagged(
         &mut self,
-        pending: Pending,
+        pending: P,
         shape: Option<ShapeRef>,
         group: crate::control::Group,
-    ) -> Result<i16, (Pending, Option<ShapeRef>)> {
+    ) -> Result<i16, (P, Option<ShapeRef>)> {
         let Some((idx, id)) = self.take_free_id() else {
             return Err((pending, shape));
         };
@@ -241,7 +150,7 @@ impl StreamTable {
 
     /// Releases `id` like [`StreamTable::release`], also returning its tag. The start time
     /// stays behind for a replay under the same id; the shape goes with the tag.
-    pub fn release_tagged(&mut self, id: i16) -> (Option<Pending>, Tag) {
+    pub fn release_tagged(&mut self, id: i16) -> (Option<P>, Tag) {
         let pending = self.release(id);
         let tag = match (
             &pending,
@@ -258,7 +167,7 @@ impl StreamTable {
     }
 
     /// Releases `id`, returning what it was used for (`None` for an id not in use).
-    pub fn release(&mut self, id: i16) -> Option<Pending> {
+    pub fn release(&mut self, id: i16) -> Option<P> {
         let idx = usize::try_from(id).ok()?;
         let pending = self.slots.get_mut(idx)?.take()?;
         self.free_bits[idx / 64] |= 1u64 << (idx % 64);
@@ -267,7 +176,7 @@ impl StreamTable {
     }
 
     /// Replaces what an id in use is pending for, keeping the id (a replay under the same id).
-    pub fn replace(&mut self, id: i16, pending: Pending) -> bool {
+    pub fn replace(&mut self, id: i16, pending: P) -> bool {
         match usize::try_from(id).ok().and_then(|i| self.slots.get_mut(i)) {
             Some(slot @ Some(_)) => {
                 *slot = Some(pending);
@@ -279,7 +188,7 @@ impl StreamTable {
 
     /// Puts `pending` on `id` whether or not it is in use (a replay under the id whose
     /// response just arrived and was released).
-    pub fn allocate_exact(&mut self, id: i16, pending: Pending) {
+    pub fn allocate_exact(&mut self, id: i16, pending: P) {
         let Some(idx) = usize::try_from(id).ok().filter(|i| *i < self.capacity) else {
             return;
         };
@@ -296,7 +205,7 @@ impl StreamTable {
     }
 
     /// Every request still in flight (the connection is ending).
-    pub fn in_flight(&self) -> impl Iterator<Item = &Pending> {
+    pub fn in_flight(&self) -> impl Iterator<Item = &P> {
         self.slots.iter().flatten()
     }
 
@@ -311,33 +220,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A pending entry of the tests: the client's stream id.
+    fn p(stream: i16) -> i16 {
+        stream
+    }
+
     #[test]
     fn exhausts_then_recovers() {
-        let mut t = StreamTable::new();
+        let mut t = StreamTable::<i16>::new();
         let mut ids = std::collections::HashSet::new();
         for i in 0..STREAM_COUNT {
-            let id = t.allocate(Pending::client(i as i16)).unwrap();
+            let id = t.allocate(p(i as i16)).unwrap();
             assert!(id >= 0);
             assert!(ids.insert(id));
         }
-        assert_eq!(t.allocate(Pending::client(0)), None);
-        assert_eq!(t.release(77), Some(Pending::client(77)));
+        assert_eq!(t.allocate(p(0)), None);
+        assert_eq!(t.release(77), Some(p(77)));
         assert_eq!(t.release(77), None);
-        assert_eq!(t.allocate(Pending::client(5)), Some(77));
+        assert_eq!(t.allocate(p(5)), Some(77));
         assert_eq!(t.release(-1), None);
     }
 
     #[test]
     fn small_tables_hand_out_only_their_ids() {
-        let mut t = StreamTable::with_capacity(3);
-        let ids: Vec<_> = (0..3)
-            .map(|i| t.allocate(Pending::client(i)).unwrap())
-            .collect();
+        let mut t = StreamTable::<i16>::with_capacity(3);
+        let ids: Vec<_> = (0..3).map(|i| t.allocate(p(i)).unwrap()).collect();
         assert_eq!(ids, vec![0, 1, 2]);
-        assert_eq!(t.allocate(Pending::client(9)), None);
+        assert_eq!(t.allocate(p(9)), None);
         assert_eq!(t.release(3), None);
         t.release(1);
-        assert_eq!(t.allocate(Pending::client(9)), Some(1));
+        assert_eq!(t.allocate(p(9)), Some(1));
     }
 
     #[test]
@@ -348,20 +260,16 @@ mod tests {
             None,
             "SELECT * FROM t WHERE k = ?",
         );
-        let mut t = StreamTable::new();
+        let mut t = StreamTable::<i16>::new();
         let id = t
-            .allocate_tagged(
-                Pending::client(3),
-                Some(shape),
-                crate::control::Group::Other,
-            )
+            .allocate_tagged(p(3), Some(shape), crate::control::Group::Other)
             .unwrap();
         let (pending, tag) = t.release_tagged(id);
-        assert_eq!(pending, Some(Pending::client(3)));
+        assert_eq!(pending, Some(p(3)));
         let started = tag.started.unwrap();
         assert!(tag.shape.is_some());
         // A replay under the same id keeps the first start time.
-        t.allocate_exact(id, Pending::client(3));
+        t.allocate_exact(id, p(3));
         let (_, again) = t.release_tagged(id);
         assert_eq!(again.started, Some(started));
         assert!(again.shape.is_none());
@@ -369,18 +277,16 @@ mod tests {
         let (none, tag) = t.release_tagged(id);
         assert!(none.is_none() && tag.started.is_none());
         // A plain allocation is timed but has no shape.
-        let id = t.allocate(Pending::client(4)).unwrap();
+        let id = t.allocate(p(4)).unwrap();
         let (_, tag) = t.release_tagged(id);
         assert!(tag.started.is_some() && tag.shape.is_none());
     }
 
     #[test]
     fn grows_with_use_and_is_given_back_when_idle() {
-        let mut t = StreamTable::new();
+        let mut t = StreamTable::<i16>::new();
         assert_eq!(t.heap_bytes(), 0);
-        let ids: Vec<i16> = (0..1000)
-            .map(|i| t.allocate(Pending::client(i)).unwrap())
-            .collect();
+        let ids: Vec<i16> = (0..1000).map(|i| t.allocate(p(i)).unwrap()).collect();
         assert_eq!(ids, (0..1000).collect::<Vec<i16>>());
         let grown = t.heap_bytes();
         assert!(grown > 0);
@@ -391,7 +297,7 @@ mod tests {
         t.shrink_if_idle();
         assert_eq!(t.heap_bytes(), 0);
         // A small table is kept: it is what an ordinary connection needs.
-        let a = t.allocate(Pending::client(1)).unwrap();
+        let a = t.allocate(p(1)).unwrap();
         t.release(a);
         t.shrink_if_idle();
         assert!(
@@ -400,20 +306,20 @@ mod tests {
             t.heap_bytes()
         );
         // A replay under an id beyond the grown part grows it.
-        t.allocate_exact(700, Pending::client(2));
-        assert_eq!(t.release(700), Some(Pending::client(2)));
+        t.allocate_exact(700, p(2));
+        assert_eq!(t.release(700), Some(p(2)));
     }
 
     #[test]
     fn tagged_allocation_hands_back_when_full() {
-        let mut t = StreamTable::new();
+        let mut t = StreamTable::<i16>::new();
         for i in 0..STREAM_COUNT {
-            t.allocate(Pending::client(i as i16)).unwrap();
+            t.allocate(p(i as i16)).unwrap();
         }
         let back = t
-            .allocate_tagged(Pending::client(9), None, crate::control::Group::Other)
+            .allocate_tagged(p(9), None, crate::control::Group::Other)
             .unwrap_err();
-        assert_eq!(back.0, Pending::client(9));
+        assert_eq!(back.0, p(9));
     }
 
     proptest! {
@@ -421,15 +327,15 @@ mod tests {
         /// exactly what was stored.
         #[test]
         fn matches_a_model(ops in proptest::collection::vec(any::<(bool, u16)>(), 0..2000)) {
-            let mut t = StreamTable::new();
+            let mut t = StreamTable::<i16>::new();
             let mut model = std::collections::HashMap::new();
             for (alloc, x) in ops {
                 if alloc {
-                    let id = t.allocate(Pending::client(x as i16)).unwrap();
+                    let id = t.allocate(p(x as i16)).unwrap();
                     prop_assert!(model.insert(id, x as i16).is_none());
                 } else {
                     let id = (x % 64) as i16;
-                    let expect = model.remove(&id).map(Pending::client);
+                    let expect = model.remove(&id).map(p);
                     prop_assert_eq!(t.release(id), expect);
                 }
                 prop_assert_eq!(t.in_use(), model.len());

@@ -3,8 +3,7 @@
 //! client certificate reloaded when their files change, see [`tls::Reloadable`]).
 
 use crate::config::Config;
-use crate::contact_points::{self, Picked};
-use crate::context::Context;
+use crate::contact_points::{self, ContactPoints, Picked};
 use crate::socket::{self, Socket};
 use crate::tls::{self, TlsError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -13,6 +12,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -257,11 +257,14 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
 
 /// Opens a connection to an upstream node for a new client connection: the contact points
 /// in turn, from the round-robin starting point (see [`crate::contact_points`]).
-pub async fn connect(ctx: &Context) -> Result<(Socket, Picked), contact_points::ConnectError> {
-    let timeout = Duration::from_millis(ctx.cfg.connect_timeout_ms);
-    let tls = ctx.upstream_tls.as_ref();
-    let failures = &ctx.metrics.upstream_connect_failures;
-    ctx.upstreams
+/// Each attempt has `timeout`; a failed one is counted in `failures`.
+pub async fn connect(
+    points: &ContactPoints,
+    tls: Option<&UpstreamTls>,
+    timeout: Duration,
+    failures: &AtomicU64,
+) -> Result<(Socket, Picked), contact_points::ConnectError> {
+    points
         .connect(failures, |addr| async move {
             connect_to(&addr, tls, timeout).await
         })

@@ -450,7 +450,7 @@ fn password_authentication() -> Result<()> {
         ensure!(matches!(a, Response::Error { .. }), "{a:?}");
         ensure!(a == b, "before login: direct {a:?}, through autoprep {b:?}");
     }
-    let stats = ctx.cache.stats();
+    let stats = ctx.rewriter.cache.stats();
     ensure!(
         stats.prepares_started == 0 && stats.entries == 0,
         "prepared on an unauthenticated connection: {stats:?}"
@@ -479,7 +479,7 @@ fn password_authentication() -> Result<()> {
     ensure!(rewritten(&ctx) > before, "no INSERT was rewritten");
     let rows = through.query("SELECT id FROM tls_auth.events")?.rows()?;
     ensure!(rows.rows.len() == 20, "{} rows", rows.rows.len());
-    let stats = ctx.cache.stats();
+    let stats = ctx.rewriter.cache.stats();
     ensure!(stats.entries >= 2, "{stats:?}");
     ensure!(ctx.metrics.prepares_ok.load(Ordering::Relaxed) >= 2);
     ensure!(

@@ -7,9 +7,13 @@
 //! with the values the client bound to its own markers. It never sets skip_metadata: the client
 //! sent a QUERY and expects metadata.
 
-use crate::context::Context;
-use crate::flavor::SCYLLA_ADMISSION;
+use crate::cluster::ClusterView;
+use crate::config::Config;
+use crate::flavor::{Flavors, SCYLLA_ADMISSION};
+use crate::metrics::Metrics;
 use crate::shapes::ShapeRef;
+use crate::shapes::Shapes;
+use autoprep_cache::{CacheConfig, PreparedCache};
 use autoprep_cache::{Lookup, PreparedEntry, ShapeHash, ShapeKey};
 use autoprep_protocol::cql::normalize::{
     normalize, normalize_with, recycle_slots, Normalized, NotCandidate, Shape, Slot,
@@ -22,10 +26,84 @@ use autoprep_protocol::message::query::{QueryParams, QueryRequest, QueryView, Va
 use autoprep_protocol::message::RequestBody;
 use autoprep_protocol::primitives::{write_short_bytes, write_value};
 use autoprep_protocol::types::encode::scylla as scylla_literals;
+use autoprep_protocol::types::encode::EncodeOptions;
 use autoprep_protocol::types::{encode_literal, ColumnType};
 use bytes::{BufMut, Bytes, BytesMut};
+use literal_prepare::LiteralStatements;
 use std::sync::Arc;
 use std::time::Instant;
+
+pub mod literal_prepare;
+
+/// What the rewrite works with, shared by every session (in the `Context`): the shape cache,
+/// the literal encoder's options, what each node is, the per-shape statistics, the control
+/// comparison's period, the statements clients prepared with literals inline and the
+/// `exclude` list; with the metrics and the cluster view it reports to and asks.
+#[derive(Debug)]
+pub struct Rewriter {
+    pub cache: PreparedCache,
+    pub encode: EncodeOptions,
+    /// Which server each contact point is (ScyllaDB or Cassandra), learned from SUPPORTED.
+    pub flavors: Flavors,
+    /// Statistics of the most executed statement shapes (`/shapes`).
+    pub shapes: Shapes,
+    /// Every how many executions of a shape one is a control one (`--control-fraction`; see
+    /// [`crate::control`]).
+    pub control_period: Option<u64>,
+    /// The statements clients prepared with literals inline (`--prepare-literals`).
+    pub literals: LiteralStatements,
+    pub metrics: Arc<Metrics>,
+    /// The cluster as routing sees it: whether a rewritten request is worth routing.
+    pub cluster: Arc<ClusterView>,
+    /// `exclude`, swapped whole on SIGHUP (see [`crate::reload`]).
+    exclude: arc_swap::ArcSwap<Vec<String>>,
+}
+
+impl Rewriter {
+    /// The rewrite's parts for `cfg`, toward `nodes` contact points.
+    pub fn new(
+        cfg: &Config,
+        nodes: usize,
+        metrics: Arc<Metrics>,
+        cluster: Arc<ClusterView>,
+    ) -> anyhow::Result<Rewriter> {
+        let server_time_zone = match &cfg.server_time_zone {
+            Some(z) => Some(z.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "--server-time-zone: expected Z, UTC or an offset like +02:00, got {z:?}"
+                )
+            })?),
+            None => None,
+        };
+        Ok(Rewriter {
+            cache: PreparedCache::new(CacheConfig {
+                max_entries: cfg.cache_entries,
+                max_bytes: cfg.cache_bytes,
+                admission_threshold: cfg.admission_threshold,
+                ..CacheConfig::default()
+            }),
+            encode: EncodeOptions { server_time_zone },
+            flavors: Flavors::new(nodes),
+            shapes: Shapes::default(),
+            control_period: crate::control::period(cfg.control_fraction),
+            literals: LiteralStatements::new(cfg.literal_statements_bytes),
+            metrics,
+            cluster,
+            exclude: arc_swap::ArcSwap::from_pointee(cfg.exclude.clone()),
+        })
+    }
+
+    /// Whether a statement of normalized text `shape` is never rewritten (`exclude`).
+    pub fn is_excluded(&self, shape: &str) -> bool {
+        let patterns = self.exclude.load();
+        patterns.iter().any(|e| shape.contains(e.as_str()))
+    }
+
+    /// Puts a new `exclude` list in force (SIGHUP).
+    pub fn set_exclude(&self, patterns: Vec<String>) {
+        self.exclude.store(Arc::new(patterns));
+    }
+}
 
 /// The cache's node id of the first (or only) `--upstream` contact point; a session's node is
 /// the index of the contact point its upstream connection went to.
@@ -164,6 +242,15 @@ fn nth_value(values: &[u8], i: u16) -> Option<Option<&[u8]>> {
 }
 
 impl Decision {
+    /// Counts what became of a QUERY of a tracked shape (in its `/shapes` statistics).
+    pub fn record(&self, shape: Option<&crate::shapes::ShapeStats>) {
+        match (shape, self) {
+            (Some(s), Decision::Execute { .. }) => s.rewritten(),
+            (Some(s), Decision::PassThrough { reason, .. }) => s.passed_through(reason),
+            (None, _) => {}
+        }
+    }
+
     /// Forward unchanged for `reason`.
     pub fn pass(reason: &'static str) -> Decision {
         Decision::PassThrough {
@@ -208,7 +295,7 @@ fn finish_frame(mut frame: BytesMut, header: &Header, opcode: Opcode) -> BytesMu
 /// established to convert there as on Cassandra are bound (see [`crate::flavor`]). On error
 /// `out` may hold a partial write.
 fn bind_values(
-    ctx: &Context,
+    rw: &Rewriter,
     scylla: bool,
     slots: &[Slot<'_>],
     types: &[ColumnType],
@@ -222,7 +309,7 @@ fn bind_values(
                 if scylla {
                     scylla_literals::established(lit, ty)?;
                 }
-                encode_literal(lit, ty, &ctx.encode, out).map_err(|e| e.label())?
+                encode_literal(lit, ty, &rw.encode, out).map_err(|e| e.label())?
             }
             Slot::ClientMarker { .. } => {
                 let Some(Ok((_, v))) = client_values.as_mut().and_then(Iterator::next) else {
@@ -239,15 +326,15 @@ fn bind_values(
 /// Looks a shape up in the cache. Against ScyllaDB (see [`crate::flavor`]) a shape is admitted
 /// at its third sighting at the earliest, and prepared only while the node holds fewer shapes
 /// than its budget; one over budget goes through as written for the cache's negative time.
-fn lookup(ctx: &Context, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Lookup {
+fn lookup(rw: &Rewriter, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Lookup {
     if !scylla {
-        return ctx.cache.lookup(key, now);
+        return rw.cache.lookup(key, now);
     }
-    match ctx.cache.lookup_admitting(key, now, SCYLLA_ADMISSION) {
+    match rw.cache.lookup_admitting(key, now, SCYLLA_ADMISSION) {
         Lookup::PrepareNow
-            if ctx.cache.entries_on(key.node) >= ctx.flavors.scylla_budget(key.node, now) =>
+            if rw.cache.entries_on(key.node) >= rw.flavors.scylla_budget(key.node, now) =>
         {
-            ctx.cache
+            rw.cache
                 .failed(key.node, key.hash, "scylla cache budget", now);
             Lookup::Negative("scylla cache budget")
         }
@@ -303,7 +390,7 @@ pub struct Scratch {
 /// to record the outcome and latency on.
 #[allow(clippy::too_many_arguments)]
 pub fn decide(
-    ctx: &Context,
+    rw: &Rewriter,
     node: u32,
     header: &Header,
     request: &QueryRequest<'_>,
@@ -335,7 +422,7 @@ pub fn decide(
         return pass("use in flight");
     }
     let decision = decide_shape(
-        ctx,
+        rw,
         node,
         header,
         req,
@@ -354,7 +441,7 @@ pub fn decide(
 /// [`decide`] for a QUERY that normalized to `shape`.
 #[allow(clippy::too_many_arguments)]
 fn decide_shape(
-    ctx: &Context,
+    rw: &Rewriter,
     node: u32,
     header: &Header,
     req: &RequestBody<'_>,
@@ -369,7 +456,7 @@ fn decide_shape(
     if let Err(reason) = client_values_fit(shape, params.values) {
         return pass(reason);
     }
-    if ctx.is_excluded(&shape.text) {
+    if rw.is_excluded(&shape.text) {
         return pass("excluded");
     }
     if let Err(reason) = keyspace_field_fits(params.keyspace, conn_keyspace) {
@@ -377,15 +464,15 @@ fn decide_shape(
     }
     let keyspace = params.keyspace.or(conn_keyspace);
     let hash = shape.hash(keyspace);
-    *shape_stats = Some(ctx.shapes.enter(hash, keyspace, &shape.text));
+    *shape_stats = Some(rw.shapes.enter(hash, keyspace, &shape.text));
     let key = ShapeKey {
         node,
         hash,
         keyspace,
         text: &shape.text,
     };
-    let scylla = ctx.flavors.is_scylla(node);
-    let entry = match lookup(ctx, &key, scylla, now) {
+    let scylla = rw.flavors.is_scylla(node);
+    let entry = match lookup(rw, &key, scylla, now) {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow => {
             return Decision::PassThrough {
@@ -403,19 +490,19 @@ fn decide_shape(
         Lookup::Negative(reason) => return pass(reason),
     };
     if entry.bind_types.len() != shape.slots.len() {
-        ctx.cache
+        rw.cache
             .failed(node, hash, "bind variable count differs", now);
         return pass("bind variable count differs");
     }
     let execution = shape_stats.as_ref().map_or(0, |s| s.executions());
-    if crate::control::chosen(execution, ctx.control_period) {
+    if crate::control::chosen(execution, rw.control_period) {
         // The client's own QUERY, for the control comparison (see `control`).
         return pass(crate::control::REASON);
     }
 
     scratch.clear();
     let bound = bind_values(
-        ctx,
+        rw,
         scylla,
         &shape.slots,
         &entry.bind_types,
@@ -440,7 +527,7 @@ fn decide_shape(
         ..params
     };
     execute_decision(
-        ctx,
+        rw,
         header,
         req.custom_payload,
         (hash, &entry),
@@ -454,7 +541,7 @@ fn decide_shape(
 /// bound, carrying the request's custom payload and, on v5, `result_metadata_id`; with where
 /// routing would send it. `Err` when a field is too long for the protocol.
 pub(crate) fn execute_decision(
-    ctx: &Context,
+    rw: &Rewriter,
     header: &Header,
     custom_payload: Option<&[u8]>,
     (hash, entry): (ShapeHash, &Arc<PreparedEntry>),
@@ -471,7 +558,7 @@ pub(crate) fn execute_decision(
     if !built {
         return Err("value too large");
     }
-    let route = if ctx.cluster.may_route() {
+    let route = if rw.cluster.may_route() {
         partition_token(&entry.pk_indexes, values).map(|token| Route {
             token,
             entry: entry.clone(),
@@ -495,7 +582,7 @@ pub(crate) fn execute_decision(
 /// Decides the fate of a BATCH message: it becomes a BATCH of prepared children only when
 /// every text child normalizes to a shape that is prepared on this node (`node`).
 pub fn decide_batch(
-    ctx: &Context,
+    rw: &Rewriter,
     node: u32,
     header: &Header,
     body: &[u8],
@@ -533,15 +620,15 @@ pub fn decide_batch(
             BatchQuery::Prepared(id) => {
                 let start = scratch.len();
                 // A statement the client prepared with literals inline runs as its shape.
-                match crate::literal_prepare::batch_child(ctx, node, id, child.values, scratch) {
+                match literal_prepare::batch_child(rw, node, id, child.values, scratch) {
                     Some(Ok((hash, shape_id, n))) => {
-                        ctx.metrics.literal_execute(Ok(()));
+                        rw.metrics.literal_execute(Ok(()));
                         children.push((shape_id.clone(), n, start..scratch.len()));
                         prepared.push((hash, shape_id));
                         continue;
                     }
                     Some(Err(reason)) => {
-                        ctx.metrics.literal_execute(Err(reason));
+                        rw.metrics.literal_execute(Err(reason));
                         return pass(reason);
                     }
                     None => {}
@@ -564,7 +651,7 @@ pub fn decide_batch(
         if let Err(r) = client_values_fit(&shape, Some(child.values)) {
             return pass(r);
         }
-        if ctx.is_excluded(&shape.text) {
+        if rw.is_excluded(&shape.text) {
             return pass("excluded");
         }
         let hash = shape.hash(keyspace);
@@ -574,12 +661,12 @@ pub fn decide_batch(
             keyspace,
             text: &shape.text,
         };
-        let scylla = ctx.flavors.is_scylla(node);
-        match lookup(ctx, &key, scylla, now) {
+        let scylla = rw.flavors.is_scylla(node);
+        match lookup(rw, &key, scylla, now) {
             Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
                 let start = scratch.len();
                 if let Err(r) = bind_values(
-                    ctx,
+                    rw,
                     scylla,
                     &shape.slots,
                     &entry.bind_types,
@@ -595,7 +682,7 @@ pub fn decide_batch(
                 prepared.push((hash, entry.id.clone()));
             }
             Lookup::Ready(_) => {
-                ctx.cache
+                rw.cache
                     .failed(node, hash, "bind variable count differs", now);
                 return pass("bind variable count differs");
             }
@@ -676,19 +763,25 @@ mod tests {
         assert_eq!(partition_token(&[4], &v), None, "fewer values");
         assert_eq!(partition_token(&[], &v), None);
     }
-    use crate::config::Config;
     use autoprep_cache::PreparedEntry;
+
+    /// A rewriter toward one node, with the defaults.
+    fn test_rewriter() -> Rewriter {
+        let cfg = Config::for_upstream("127.0.0.1:9042");
+        let cluster = Arc::new(ClusterView::new(false, None));
+        Rewriter::new(&cfg, 1, Arc::default(), cluster).unwrap()
+    }
     use autoprep_protocol::envelope::{Direction, Flags};
     use autoprep_protocol::message::query::encode_query;
 
     /// A context whose cache holds `text`'s shape (keyspace `ks`) with `types`, and the
     /// decision for a QUERY of `text`.
-    fn decide_with(ctx: &Context, text: &str, types: Vec<ColumnType>) -> Decision {
+    fn decide_with(rw: &Rewriter, text: &str, types: Vec<ColumnType>) -> Decision {
         let Ok(Normalized::Shape(shape)) = normalize(text.as_bytes()) else {
             panic!("not a shape: {text}")
         };
         let ks = Some("ks");
-        ctx.cache.prepared(
+        rw.cache.prepared(
             NODE,
             shape.hash(ks),
             PreparedEntry {
@@ -708,11 +801,11 @@ mod tests {
             name: ks,
             settled: true,
         };
-        decide_query(ctx, text, conn)
+        decide_query(rw, text, conn)
     }
 
     /// The decision for a QUERY of `text` on a connection in `conn`.
-    fn decide_query(ctx: &Context, text: &str, conn: ConnKeyspace<'_>) -> Decision {
+    fn decide_query(rw: &Rewriter, text: &str, conn: ConnKeyspace<'_>) -> Decision {
         let mut body = Vec::new();
         let params = QueryParams {
             consistency: 1,
@@ -731,7 +824,7 @@ mod tests {
         let mut scratch = Scratch::default();
         let now = Instant::now();
         decide(
-            ctx,
+            rw,
             NODE,
             &header,
             &request,
@@ -751,39 +844,63 @@ mod tests {
 
     #[test]
     fn against_scylla_only_established_literals_are_bound() {
-        let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
+        let rw = test_rewriter();
         let blob = "INSERT INTO t (k, b) VALUES (1, 0x00ff)";
         let types = || vec![ColumnType::Int, ColumnType::Blob];
         // Cassandra (or not known yet): bound.
-        assert_eq!(reason(&decide_with(&ctx, blob, types())), None);
-        ctx.flavors.learn(NODE, true);
+        assert_eq!(reason(&decide_with(&rw, blob, types())), None);
+        rw.flavors.learn(NODE, true);
         assert_eq!(
-            reason(&decide_with(&ctx, blob, types())),
+            reason(&decide_with(&rw, blob, types())),
             Some("scylla: blob literal")
         );
         let ts = "INSERT INTO t (k, at) VALUES (1, '2024-01-02 03:04:05.1234+0000')";
         let types = || vec![ColumnType::Int, ColumnType::Timestamp];
         assert_eq!(
-            reason(&decide_with(&ctx, ts, types())),
+            reason(&decide_with(&rw, ts, types())),
             Some("scylla: timestamp form")
         );
         let ts = "INSERT INTO t (k, at) VALUES (1, '2024-01-02 03:04:05.123+0000')";
-        assert_eq!(reason(&decide_with(&ctx, ts, types())), None);
+        assert_eq!(reason(&decide_with(&rw, ts, types())), None);
     }
 
     #[test]
     fn nothing_is_rewritten_while_a_use_is_in_flight() {
-        let ctx = Context::new(Config::for_upstream("127.0.0.1:9042")).unwrap();
+        let rw = test_rewriter();
         let text = "SELECT * FROM t WHERE k = 1";
-        assert_eq!(
-            reason(&decide_with(&ctx, text, vec![ColumnType::Int])),
-            None
-        );
+        assert_eq!(reason(&decide_with(&rw, text, vec![ColumnType::Int])), None);
         let unsettled = ConnKeyspace {
             name: Some("ks"),
             settled: false,
         };
-        let d = decide_query(&ctx, text, unsettled);
+        let d = decide_query(&rw, text, unsettled);
         assert_eq!(reason(&d), Some("use in flight"));
+    }
+
+    #[test]
+    fn outcome_of_a_decision() {
+        let shapes = crate::shapes::Shapes::new(2);
+        let s = shapes.enter(
+            autoprep_cache::ShapeHash(1),
+            None,
+            "SELECT * FROM t WHERE k = ?",
+        );
+        let pass = Decision::pass("excluded");
+        pass.record(Some(&s));
+        pass.record(None);
+        let exec = Decision::Execute {
+            frame: bytes::BytesMut::new(),
+            used: Used::One {
+                hash: autoprep_cache::ShapeHash(1),
+                id: bytes::Bytes::new(),
+            },
+            route: None,
+        };
+        exec.record(Some(&s));
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.rewritten, snap.passthrough.get("excluded")),
+            (1, Some(&1))
+        );
     }
 }

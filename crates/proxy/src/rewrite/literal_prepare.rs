@@ -20,8 +20,8 @@
 //! (the server then answers the PREPARE itself, with its own error if it has one), named
 //! markers, tracing or a custom payload, ScyllaDB, a shape not prepared yet.
 
-use crate::context::Context;
-use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest};
+use super::{ConnKeyspace, Decision, PrepareRequest, Rewriter};
+use crate::metrics::LiteralStats;
 use crate::shapes::ShapeRef;
 use autoprep_cache::{Lookup, PreparedEntry, ShapeHash, ShapeKey};
 use autoprep_protocol::cql::normalize::{fingerprint, normalize, Normalized, Slot};
@@ -172,14 +172,6 @@ pub struct LiteralStatements {
     evicted: AtomicU64,
 }
 
-/// A point-in-time view of the map, for `/metrics`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LiteralStats {
-    pub entries: usize,
-    pub bytes: usize,
-    pub evicted: u64,
-}
-
 impl LiteralStatements {
     /// A map holding at most about `max_bytes`.
     pub fn new(max_bytes: usize) -> LiteralStatements {
@@ -322,7 +314,7 @@ pub struct Conn<'a> {
 
 /// Decides the fate of a client's PREPARE (`body`: its uncompressed body).
 pub fn decide_prepare(
-    ctx: &Context,
+    rw: &Rewriter,
     header: &Header,
     body: &[u8],
     conn: Conn<'_>,
@@ -363,10 +355,10 @@ pub fn decide_prepare(
     if prepare.keyspace.is_none() && !conn.keyspace.settled {
         return Pass("use in flight");
     }
-    if ctx.is_excluded(&shape.text) {
+    if rw.is_excluded(&shape.text) {
         return Pass("excluded");
     }
-    if ctx.flavors.is_scylla(conn.node) {
+    if rw.flavors.is_scylla(conn.node) {
         // ScyllaDB derives its ids and answers its own way: not established here.
         return Pass("scylla");
     }
@@ -382,7 +374,7 @@ pub fn decide_prepare(
     }
     let id = fingerprint(if qualified { None } else { keyspace }, text);
     let hash = shape.hash(keyspace);
-    let stats = ctx.shapes.get_or_add(hash, keyspace, &shape.text);
+    let stats = rw.shapes.get_or_add(hash, keyspace, &shape.text);
     let pass = |reason: &'static str| {
         stats.literal_prepare(Err(reason));
         Pass(reason)
@@ -393,7 +385,7 @@ pub fn decide_prepare(
         keyspace,
         text: &shape.text,
     };
-    let entry = match ctx.cache.lookup(&key, now) {
+    let entry = match rw.cache.lookup(&key, now) {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow if conn.may_prepare => {
             return PrepareDecision::PrepareShape(PrepareRequest {
@@ -404,7 +396,7 @@ pub fn decide_prepare(
             })
         }
         Lookup::PrepareNow => {
-            ctx.cache.abandoned(conn.node, hash);
+            rw.cache.abandoned(conn.node, hash);
             return pass("not prepared yet");
         }
         Lookup::Wait => return pass("not prepared yet"),
@@ -430,7 +422,7 @@ pub fn decide_prepare(
         match slot {
             Slot::Literal(lit) => {
                 let start = values.len() as u32;
-                if let Err(e) = encode_literal(lit, ty, &ctx.encode, &mut values) {
+                if let Err(e) = encode_literal(lit, ty, &rw.encode, &mut values) {
                     return pass(e.label());
                 }
                 slots.push(Some((start, values.len() as u32)));
@@ -464,7 +456,7 @@ pub fn decide_prepare(
     // statement it had not cached; a statement the proxy answered before counts as cached.
     let warn = !qualified
         && (prepare.keyspace.is_some() || conn.use_warning_due)
-        && !ctx.literals.contains(&id);
+        && !rw.literals.contains(&id);
     let warning = warn.then(|| {
         let ks = keyspace.unwrap_or_default();
         format!(
@@ -486,7 +478,7 @@ pub fn decide_prepare(
         keyspace: keyspace.map(Into::into),
         qualified,
     };
-    if !ctx.literals.insert(id, statement) {
+    if !rw.literals.insert(id, statement) {
         return pass("map too small");
     }
     stats.literal_prepare(Ok(()));
@@ -528,8 +520,8 @@ fn partition_key_indexes(
 
 /// The shape's entry on `node` for a statement of the map, when the cache still has one whose
 /// bind types are those the literals were encoded for.
-fn resolve(ctx: &Context, node: u32, s: &Statement) -> Result<Arc<PreparedEntry>, &'static str> {
-    let entry = ctx
+fn resolve(rw: &Rewriter, node: u32, s: &Statement) -> Result<Arc<PreparedEntry>, &'static str> {
+    let entry = rw
         .cache
         .ready(node, s.hash)
         .ok_or("shape not prepared on the node")?;
@@ -548,7 +540,7 @@ fn resolve(ctx: &Context, node: u32, s: &Statement) -> Result<Arc<PreparedEntry>
 /// client's EXECUTE as it is: the server, which never saw the id, answers UNPREPARED, and the
 /// driver prepares it again.
 pub fn decide_execute(
-    ctx: &Context,
+    rw: &Rewriter,
     node: u32,
     header: &Header,
     body: &[u8],
@@ -556,9 +548,9 @@ pub fn decide_execute(
 ) -> Option<Executed> {
     let req = RequestBody::parse(header, body).ok()?;
     let exec = ExecuteView::parse(req.message, header.version).ok()?;
-    let statement = ctx.literals.get(exec.id)?;
+    let statement = rw.literals.get(exec.id)?;
     let decision = (|| {
-        let entry = resolve(ctx, node, &statement)?;
+        let entry = resolve(rw, node, &statement)?;
         scratch.clear();
         let count = statement.bind(exec.params.values, scratch)?;
         let params = QueryParams {
@@ -569,8 +561,8 @@ pub fn decide_execute(
             }),
             ..exec.params
         };
-        rewrite::execute_decision(
-            ctx,
+        super::execute_decision(
+            rw,
             header,
             req.custom_payload,
             (statement.hash, &entry),
@@ -600,17 +592,17 @@ pub struct Executed {
 }
 
 /// The statements of the map an EXECUTE or a BATCH (`body`: uncompressed) references.
-pub fn statements_in(ctx: &Context, header: &Header, body: &[u8]) -> Vec<Arc<Statement>> {
+pub fn statements_in(rw: &Rewriter, header: &Header, body: &[u8]) -> Vec<Arc<Statement>> {
     use autoprep_protocol::message::batch::{BatchQuery, BatchView};
     let mut out: Vec<Arc<Statement>> = Vec::new();
-    if !ctx.literals.holds_any() {
+    if !rw.literals.holds_any() {
         return out;
     }
     let Ok(req) = RequestBody::parse(header, body) else {
         return out;
     };
     let mut add = |id: &[u8]| {
-        if let Some(s) = ctx.literals.get(id) {
+        if let Some(s) = rw.literals.get(id) {
             if !out.iter().any(|o| Arc::ptr_eq(o, &s)) {
                 out.push(s);
             }
@@ -636,15 +628,15 @@ pub fn statements_in(ctx: &Context, header: &Header, body: &[u8]) -> Vec<Arc<Sta
 /// shape's id, with the values appended to `out` (literals and the child's `values`) and
 /// their count; `None` when the id is not the proxy's.
 pub fn batch_child(
-    ctx: &Context,
+    rw: &Rewriter,
     node: u32,
     id: &[u8],
     values: Values<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Result<(ShapeHash, Bytes, u16), &'static str>> {
-    let statement = ctx.literals.get(id)?;
+    let statement = rw.literals.get(id)?;
     Some((|| {
-        let entry = resolve(ctx, node, &statement)?;
+        let entry = resolve(rw, node, &statement)?;
         let n = statement.bind(Some(values), out)?;
         statement.shape.literal_executed();
         Ok((statement.hash, entry.id.clone(), n))

@@ -14,15 +14,15 @@
 use crate::context::Context;
 use crate::control::{self, Group};
 use crate::lifecycle;
-use crate::literal_prepare;
 use crate::metrics::Metrics;
 use crate::prepare_proof;
 use crate::protocol_error;
 use crate::replica;
+use crate::rewrite::literal_prepare;
 use crate::rewrite::{self, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
-use crate::shapes::{self, ShapeRef};
-use crate::streams::{LiteralRequest, Pending, StreamTable};
+use crate::shapes::ShapeRef;
+use crate::streams::StreamTable;
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use crate::{socket, tls, upstream};
@@ -40,6 +40,7 @@ use autoprep_protocol::message::startup::StartupView;
 use autoprep_protocol::message::{RequestBody, ResponseBody};
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
+use pending::{Epochs, LiteralRequest, Pending};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,13 +52,15 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
 
+mod pending;
+
 /// How long the client writer may take to flush a final answer after the session ends.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 /// State both readers of a connection share.
 #[derive(Debug, Default)]
 struct State {
-    streams: StreamTable,
+    streams: StreamTable<Pending>,
     /// STARTUP asked for LZ4 (used for v5 segment compression).
     lz4_requested: bool,
     /// v3/v4 body compression negotiated by STARTUP.
@@ -171,7 +174,14 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
             return;
         }
     };
-    let (upstream, picked) = match upstream::connect(ctx).await {
+    let (upstream, picked) = match upstream::connect(
+        &ctx.upstreams,
+        ctx.upstream_tls.as_ref(),
+        Duration::from_millis(cfg.connect_timeout_ms),
+        &ctx.metrics.upstream_connect_failures,
+    )
+    .await
+    {
         Ok(c) => c,
         Err(e) => {
             warn!(error = %e, "closing the client connection");
@@ -250,7 +260,7 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     // connections prepare those shapes at once; a cluster-view refresh it carried is over.
     for p in shared.lock().streams.in_flight() {
         match p {
-            Pending::Prepare { hash, .. } => ctx.cache.abandoned(shared.node, *hash),
+            Pending::Prepare { hash, .. } => ctx.rewriter.cache.abandoned(shared.node, *hash),
             Pending::ClusterRead(_) => ctx.cluster.abandon_refresh(),
             _ => {}
         }
@@ -497,7 +507,8 @@ async fn forward_request(
     let client_prepared = header.opcode == Opcode::EXECUTE || header.opcode == Opcode::BATCH;
     // A client's EXECUTE of a statement it prepared with literals inline, and the client's own
     // prepared statements routing can send to a replica: one read of the body serves both.
-    let literal_execute = header.opcode == Opcode::EXECUTE && rewrite && ctx.literals.holds_any();
+    let literal_execute =
+        header.opcode == Opcode::EXECUTE && rewrite && ctx.rewriter.literals.holds_any();
     let route_client = client_prepared && rewrite && ctx.cluster.may_route();
     if literal_execute || route_client {
         let (compression, keyspace, settled) = {
@@ -506,9 +517,13 @@ async fn forward_request(
         };
         let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
         let decided = match &body {
-            Some(b) if literal_execute => {
-                literal_prepare::decide_execute(ctx, shared.node, &header, b, &mut scratch.values)
-            }
+            Some(b) if literal_execute => literal_prepare::decide_execute(
+                &ctx.rewriter,
+                shared.node,
+                &header,
+                b,
+                &mut scratch.values,
+            ),
             _ => None,
         };
         match decided {
@@ -640,19 +655,36 @@ async fn forward_request(
         let now = Instant::now();
         let mut shape = None;
         let decision = match (&query, &body) {
-            (Some(q), _) => rewrite::decide(ctx, node, &header, q, ks, now, scratch, &mut shape),
-            (None, Some(b)) if is_batch => {
-                rewrite::decide_batch(ctx, node, &header, b, ks, now, &mut scratch.values)
-            }
+            (Some(q), _) => rewrite::decide(
+                &ctx.rewriter,
+                node,
+                &header,
+                q,
+                ks,
+                now,
+                scratch,
+                &mut shape,
+            ),
+            (None, Some(b)) if is_batch => rewrite::decide_batch(
+                &ctx.rewriter,
+                node,
+                &header,
+                b,
+                ks,
+                now,
+                &mut scratch.values,
+            ),
             (None, Some(_)) => Decision::pass("malformed query"),
             (None, None) => Decision::pass("undecodable body"),
         };
-        shapes::record_outcome(shape.as_deref(), &decision);
+        decision.record(shape.as_deref());
         match decision {
             Decision::Execute { frame, used, route } => {
                 Metrics::inc(&ctx.metrics.queries_rewritten);
                 let literals = match &body {
-                    Some(b) if is_batch => literal_prepare::statements_in(ctx, &header, b),
+                    Some(b) if is_batch => {
+                        literal_prepare::statements_in(&ctx.rewriter, &header, b)
+                    }
                     _ => Vec::new(),
                 };
                 let rewritten = Rewritten {
@@ -682,7 +714,9 @@ async fn forward_request(
                     st.keyspace_epoch += 1;
                 }
                 let literals = match &body {
-                    Some(b) if is_batch => literal_prepare::statements_in(ctx, &header, b),
+                    Some(b) if is_batch => {
+                        literal_prepare::statements_in(&ctx.rewriter, &header, b)
+                    }
                     _ => Vec::new(),
                 };
                 if literals.is_empty() {
@@ -1460,7 +1494,7 @@ async fn send_prepare(
     client: Option<Box<literal_prepare::ClientPrepare>>,
 ) -> Result<(), End> {
     let Some(frame) = prepare_frame(version, &p.text, p.keyspace.as_deref()) else {
-        ctx.cache.abandoned(shared.node, p.hash);
+        ctx.rewriter.cache.abandoned(shared.node, p.hash);
         if let Some(c) = client {
             return pass_client_prepare(*c, ctx, shared, to_upstream).await;
         }
@@ -1559,7 +1593,7 @@ async fn literal_prepare_request(
         use_warning_due,
         may_prepare,
     };
-    match literal_prepare::decide_prepare(ctx, &c.header, &c.body, conn, Instant::now()) {
+    match literal_prepare::decide_prepare(&ctx.rewriter, &c.header, &c.body, conn, Instant::now()) {
         literal_prepare::PrepareDecision::Answer { message, warning } => {
             ctx.metrics.literal_prepare(Ok(()));
             if warning.is_some() {
@@ -1823,7 +1857,7 @@ async fn on_response(
             }
             if env.header().opcode == Opcode::SUPPORTED {
                 let scylla = topology::announces_scylla(&env);
-                ctx.flavors.learn(shared.node, scylla);
+                ctx.rewriter.flavors.learn(shared.node, scylla);
                 env = topology::supported(env, compression(), max);
             }
             env.set_stream(StreamId(stream));
@@ -1874,7 +1908,7 @@ async fn on_response(
                 // A USE or a schema change came between: the answer may describe either.
                 Metrics::inc(&ctx.metrics.prepares_unproven);
                 debug!("a PREPARE of the proxy's raced a USE or a schema change; not used");
-                ctx.cache.abandoned(shared.node, hash);
+                ctx.rewriter.cache.abandoned(shared.node, hash);
             } else {
                 prepared(
                     &env,
@@ -1948,10 +1982,10 @@ async fn on_response(
             if env.header().opcode == Opcode::ERROR {
                 if let Some(unknown) = unprepared_id(&env, compression(), max) {
                     for hash in used.with_id(&unknown) {
-                        ctx.cache.invalidate(shared.node, hash, &unknown);
+                        ctx.rewriter.cache.invalidate(shared.node, hash, &unknown);
                     }
-                    if ctx.flavors.is_scylla(shared.node) {
-                        ctx.flavors.evicted(shared.node, Instant::now());
+                    if ctx.rewriter.flavors.is_scylla(shared.node) {
+                        ctx.rewriter.flavors.evicted(shared.node, Instant::now());
                     }
                     if let Some(literals) = literals {
                         // The client's request names ids the server never saw: it learns them
@@ -2064,20 +2098,12 @@ fn unprepared_id(env: &Envelope, compression: Option<Compression>, max: usize) -
     }
 }
 
-/// The cache's and the connection's epochs when a PREPARE of the proxy's was sent: its answer is
-/// used only if neither moved (see [`crate::prepare_proof`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Epochs {
-    keyspace: u64,
-    schema: u64,
-}
-
 impl Epochs {
     /// The epochs as they stand.
     fn now(ctx: &Context, shared: &Shared) -> Epochs {
         Epochs {
             keyspace: shared.lock().keyspace_epoch,
-            schema: ctx.cache.schema_epoch(),
+            schema: ctx.rewriter.cache.schema_epoch(),
         }
     }
 }
@@ -2093,11 +2119,16 @@ fn schema_changed(
     let Some((keyspace, table)) = schema_agreement::changed_schema(env, compression, max) else {
         return false;
     };
-    let dropped = ctx.cache.schema_changed(&keyspace, table.as_deref());
+    let dropped = ctx
+        .rewriter
+        .cache
+        .schema_changed(&keyspace, table.as_deref());
     Metrics::add(&ctx.metrics.schema_invalidations, dropped as u64);
     // The server forgets the statements of that table: so does the map of statements prepared
     // with literals inline (their next EXECUTE is answered UNPREPARED, as directly).
-    ctx.literals.schema_changed(&keyspace, table.as_deref());
+    ctx.rewriter
+        .literals
+        .schema_changed(&keyspace, table.as_deref());
     debug!(
         keyspace,
         table, dropped, "schema change seen; prepared shapes of it dropped"
@@ -2153,19 +2184,19 @@ fn prepared(
         Some(Err(())) => {
             Metrics::inc(&ctx.metrics.prepares_unproven);
             debug!("a PREPARED answer not proven to be the shape's keyspace and table; not used");
-            ctx.cache.abandoned(node, hash);
+            ctx.rewriter.cache.abandoned(node, hash);
         }
         Some(Ok(e)) => {
             // A normalized shape carries no literal values: safe to log.
             debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
             Metrics::inc(&ctx.metrics.prepares_ok);
-            ctx.cache.prepared(node, hash, e);
+            ctx.rewriter.cache.prepared(node, hash, e);
         }
         None => {
             Metrics::inc(&ctx.metrics.prepares_failed);
-            ctx.shapes.prepare_failed(hash);
+            ctx.rewriter.shapes.prepare_failed(hash);
             debug!("PREPARE of a shape failed; it passes through for a while");
-            ctx.cache.failed(node, hash, "prepare failed", now);
+            ctx.rewriter.cache.failed(node, hash, "prepare failed", now);
         }
     }
 }
@@ -2215,7 +2246,7 @@ fn without_metadata_change(
     if m.get(pos..id_end).is_none() {
         return env;
     }
-    ctx.cache.update_result_metadata(
+    ctx.rewriter.cache.update_result_metadata(
         node,
         hash,
         id,

@@ -1,0 +1,103 @@
+//! What an upstream stream id of a connection is pending for: the client request it forwards
+//! (as sent, rewritten, or behind the proxy's own requests) or one of the proxy's own requests,
+//! and what its answer needs.
+
+/// What an upstream stream id is in use for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// A client request forwarded as it was; `stream` is the client's own stream id.
+    /// `use_keyspace` marks a `USE` whose Set_keyspace result the session tracks.
+    Client { stream: i16, use_keyspace: bool },
+    /// A client QUERY the proxy sent as EXECUTE, or a BATCH it sent with prepared children.
+    /// The original envelope is kept so that an UNPREPARED answer (the statement did not run)
+    /// can be replayed as the request it was.
+    Rewritten {
+        stream: i16,
+        original: bytes::Bytes,
+        used: crate::rewrite::Used,
+        /// Set when the QUERY read the topology: its answer is rewritten too.
+        topology: Option<crate::topology::Read>,
+        /// Set when the request references statements prepared with literals inline (boxed:
+        /// rare, and a pending entry stays small).
+        literals: Option<Box<LiteralRequest>>,
+    },
+    /// A PREPARE of the proxy's own of a client's statement with literals inline (see
+    /// [`crate::rewrite::literal_prepare`]), so that the server knows the id the proxy gave out; then
+    /// the next of `rest`, then the client's request `original` as it was.
+    Materialize {
+        stream: i16,
+        rest: Vec<std::sync::Arc<crate::rewrite::literal_prepare::Statement>>,
+        original: bytes::Bytes,
+        /// See `Pending::Prepare::exposed`.
+        exposed: bool,
+    },
+    /// A client request reading the cluster topology (`system.local`, `system.peers[_v2]`),
+    /// forwarded as it was; its answer is rewritten (see [`crate::topology`]).
+    Topology {
+        stream: i16,
+        read: crate::topology::Read,
+    },
+    /// A client statement that may change the schema (`CREATE`, `ALTER`, `DROP`): a
+    /// Schema_change answer is held until the schema agrees (see
+    /// [`crate::schema_agreement`]).
+    SchemaChange { stream: i16 },
+    /// The proxy's own check of schema agreement, holding a client's answer.
+    SchemaCheck(Box<crate::schema_agreement::Check>),
+    /// The proxy's own PREPARE of a shape; its answer never reaches the client.
+    Prepare {
+        hash: autoprep_cache::ShapeHash,
+        fingerprint: [u8; 16],
+        text: String,
+        keyspace: Option<String>,
+        /// The epochs when it was sent (see [`crate::prepare_proof`]).
+        epochs: Epochs,
+        /// The server resolves its keyspace from the connection's (see
+        /// `hold_use`): a client `USE` waits for its answer.
+        exposed: bool,
+        /// The client's PREPARE (of a statement with literals inline) this PREPARE of the
+        /// shape stands in for: answered from the shape once it is prepared, or sent as it
+        /// was (see [`crate::rewrite::literal_prepare`]).
+        client: Option<Box<crate::rewrite::literal_prepare::ClientPrepare>>,
+    },
+    /// A read of the proxy's own for the cluster view (see [`crate::cluster`]).
+    ClusterRead(crate::cluster::Part),
+    /// A client's own PREPARE. Routing remembers its answer when `route` holds its text and
+    /// keyspace; the answer loses Cassandra's once-per-connection warning about `USE` with
+    /// prepared statements when the client was given it already (by the proxy: see
+    /// [`crate::rewrite::literal_prepare`]), unless the PREPARE names its keyspace (v5: the server warns
+    /// for each such PREPARE).
+    ClientPrepare {
+        stream: i16,
+        route: Option<(String, Option<String>)>,
+        names_keyspace: bool,
+    },
+}
+
+/// A rewritten request that references statements the client prepared with literals inline
+/// (see [`crate::rewrite::literal_prepare`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteralRequest {
+    /// The client sent an EXECUTE: a v5 answer keeps its metadata-changed flag, which compares
+    /// with the result metadata id the client sent.
+    pub execute: bool,
+    /// On UNPREPARED these are prepared on the server before the request is sent as it was.
+    pub statements: Vec<std::sync::Arc<crate::rewrite::literal_prepare::Statement>>,
+}
+
+impl Pending {
+    /// A plain forwarded client request.
+    pub fn client(stream: i16) -> Pending {
+        Pending::Client {
+            stream,
+            use_keyspace: false,
+        }
+    }
+}
+
+/// The cache's and the connection's epochs when a PREPARE of the proxy's was sent: its answer is
+/// used only if neither moved (see [`crate::prepare_proof`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epochs {
+    pub(super) keyspace: u64,
+    pub(super) schema: u64,
+}
