@@ -2,6 +2,8 @@
 //! uncompressed length as a 4-byte big-endian integer, and raw Snappy. Negotiated by the
 //! STARTUP option `COMPRESSION`; STARTUP itself is never compressed.
 
+use crate::envelope::{Envelope, Flags, ProtocolVersion};
+use std::borrow::Cow;
 use thiserror::Error;
 
 /// A compression algorithm a connection may negotiate.
@@ -36,6 +38,25 @@ pub enum CompressionError {
     /// The compressed bytes are corrupt.
     #[error("corrupt {algorithm} data")]
     Corrupt { algorithm: &'static str },
+}
+
+/// The body of `env` as plain bytes: decompressed with the `negotiated` algorithm when its
+/// v3/v4 compression flag is set (a v5 envelope's body never is: its segments are). `None`
+/// when the flag is set and nothing was negotiated, or the body does not decompress within
+/// `max` bytes.
+pub fn plain_body(
+    env: &Envelope,
+    negotiated: Option<Compression>,
+    max: usize,
+) -> Option<Cow<'_, [u8]>> {
+    let h = env.header();
+    if h.flags.has(Flags::COMPRESSION) && h.version < ProtocolVersion::V5 {
+        decompress(negotiated?, env.body(), max)
+            .ok()
+            .map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(env.body()))
+    }
 }
 
 /// Decompresses a v4 body compressed with `alg`, refusing outputs above `max_len` bytes.

@@ -15,8 +15,7 @@
 //! The proxy cannot tell a peer that is down from one that is slow (drivers skip hosts they
 //! know are down): while a node is down, a schema change waits the whole timeout.
 
-use crate::topology;
-use autoprep_protocol::compression::Compression;
+use autoprep_protocol::compression::{plain_body, Compression};
 use autoprep_protocol::envelope::{Envelope, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
@@ -94,7 +93,7 @@ pub fn changed_schema(
     if opcode != Opcode::RESULT && opcode != Opcode::EVENT {
         return None;
     }
-    let body = topology::plain_body(env, compression, max)?;
+    let body = plain_body(env, compression, max)?;
     let rb = ResponseBody::parse(env.header(), &body).ok()?;
     let change = if opcode == Opcode::RESULT {
         match ResultView::parse(rb.message, env.header().version).ok()? {
@@ -213,7 +212,7 @@ fn versions(
     if env.header().opcode != Opcode::RESULT {
         return None;
     }
-    let body = topology::plain_body(env, compression, max)?;
+    let body = plain_body(env, compression, max)?;
     let rb = ResponseBody::parse(env.header(), &body).ok()?;
     let ResultView::Rows(rows) = ResultView::parse(rb.message, env.header().version).ok()? else {
         return None;

@@ -30,7 +30,7 @@
 //!   error, ...) stay.
 
 use crate::metrics::Metrics;
-use autoprep_protocol::compression::{self, Compression};
+use autoprep_protocol::compression::{self, plain_body, Compression};
 use autoprep_protocol::cql::source_table::{may_be_select, selected_table};
 use autoprep_protocol::envelope::{Envelope, Flags, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::prepare::PrepareView;
@@ -368,22 +368,6 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
         && hay
             .windows(needle.len())
             .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-/// The body of an envelope as plain bytes: decompressed when the v3/v4 compression flag is set.
-pub(crate) fn plain_body<'e>(
-    env: &'e Envelope,
-    compression: Option<Compression>,
-    max: usize,
-) -> Option<std::borrow::Cow<'e, [u8]>> {
-    let h = env.header();
-    if h.flags.has(Flags::COMPRESSION) && h.version < ProtocolVersion::V5 {
-        compression::decompress(compression?, env.body(), max)
-            .ok()
-            .map(std::borrow::Cow::Owned)
-    } else {
-        Some(std::borrow::Cow::Borrowed(env.body()))
-    }
 }
 
 /// A response envelope with its message replaced by what `f` writes (the body prefix of

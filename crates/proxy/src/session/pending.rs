@@ -2,6 +2,11 @@
 //! (as sent, rewritten, or behind the proxy's own requests) or one of the proxy's own requests,
 //! and what its answer needs.
 
+use crate::rewrite;
+use crate::topology;
+use autoprep_protocol::envelope::Header;
+use autoprep_protocol::message::RequestBody;
+
 /// What an upstream stream id is in use for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pending {
@@ -100,4 +105,45 @@ impl Pending {
 pub struct Epochs {
     pub(super) keyspace: u64,
     pub(super) schema: u64,
+}
+
+/// The pending entry of a request that goes upstream as the client sent it.
+pub(super) fn as_sent(
+    stream: i16,
+    use_keyspace: bool,
+    topology: Option<topology::Read>,
+    schema_change: bool,
+) -> Pending {
+    match topology {
+        Some(read) => Pending::Topology { stream, read },
+        None if schema_change => Pending::SchemaChange { stream },
+        None => Pending::Client {
+            stream,
+            use_keyspace,
+        },
+    }
+}
+
+/// The pending entry of a client's PREPARE of a statement whose answer routing should
+/// remember (`None`: an ordinary client request; a v4 PREPARE while a USE is in flight,
+/// whose keyspace is not known).
+pub(super) fn client_prepare(
+    stream: i16,
+    header: &Header,
+    body: Option<&[u8]>,
+    ks: rewrite::ConnKeyspace<'_>,
+) -> Option<Pending> {
+    let rb = RequestBody::parse(header, body?).ok()?;
+    let p =
+        autoprep_protocol::message::prepare::PrepareView::parse(rb.message, header.version).ok()?;
+    let keyspace = match p.keyspace {
+        Some(k) => Some(k.to_owned()),
+        None if ks.settled => ks.name.map(str::to_owned),
+        None => return None,
+    };
+    Some(Pending::ClientPrepare {
+        stream,
+        route: Some((std::str::from_utf8(p.query).ok()?.to_owned(), keyspace)),
+        names_keyspace: p.keyspace.is_some(),
+    })
 }

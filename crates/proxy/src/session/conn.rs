@@ -1,0 +1,70 @@
+//! The wire of a connection: its read buffer (sized by what arrives) and the answers to input
+//! that is not the protocol.
+
+use super::end::End;
+use crate::protocol_error;
+use crate::writer::{Out, Outbox};
+use autoprep_protocol::envelope::{EnvelopeDecoder, EnvelopeError, ProtocolVersion};
+use autoprep_protocol::segment::SegmentError;
+use bytes::BytesMut;
+
+/// The client stopped sending in the middle of a frame: answer (it may still be reading).
+pub(super) async fn refuse_truncated(
+    buf: &[u8],
+    envelopes: &EnvelopeDecoder,
+    to_client: &Outbox,
+) -> End {
+    let (version, stream) = match envelopes.peek_header(buf) {
+        Ok(Some(h)) => (h.version, h.stream.0),
+        _ => (ProtocolVersion::V4, 0),
+    };
+    let msg = format!(
+        "truncated frame: the connection ended after {} bytes of an incomplete frame",
+        buf.len()
+    );
+    let _ = to_client
+        .send(Out::Envelope(protocol_error::build(version, stream, &msg)))
+        .await;
+    End::BadClientInput(msg)
+}
+
+/// A read buffer's room for the next read: it starts at [`READ_MIN`] and doubles while reads
+/// fill it (a large frame arrives in a few large reads), and once every byte read has been
+/// handled, a buffer grown past [`READ_KEEP`] is given back (an idle connection holds only
+/// what it needs; the frames split from it keep their own part alive until written).
+pub(super) fn reserve_read_room(buf: &mut BytesMut) {
+    // An empty buffer may still share its allocation with frames split from it (a large
+    // answer being written): it keeps that allocation only when it is its sole owner and the
+    // allocation is small; otherwise it lets go of it.
+    if buf.is_empty() {
+        let keep =
+            buf.capacity() <= READ_KEEP && buf.try_reclaim(READ_MIN) && buf.capacity() <= READ_KEEP;
+        if !keep {
+            *buf = BytesMut::new();
+        }
+    }
+    if buf.capacity() - buf.len() < READ_MIN {
+        buf.reserve(buf.len().max(READ_MIN));
+    }
+}
+
+/// The smallest room a read is given.
+pub(super) const READ_MIN: usize = 4 * 1024;
+
+/// A drained read buffer larger than this is given back.
+pub(super) const READ_KEEP: usize = 64 * 1024;
+
+/// Answers malformed client input with a protocol ERROR; the session then ends.
+pub(super) async fn refuse(err: SegmentError, to_client: &Outbox) -> End {
+    let frame = match &err {
+        SegmentError::Envelope(e) => protocol_error::for_envelope_error(e),
+        other => protocol_error::build(ProtocolVersion::V5, 0, &other.to_string()),
+    };
+    let _ = to_client.send(Out::Envelope(frame)).await;
+    match err {
+        SegmentError::Envelope(EnvelopeError::UnsupportedVersion { .. }) => {
+            End::VersionRefused(err.to_string())
+        }
+        _ => End::BadClientInput(err.to_string()),
+    }
+}
