@@ -7,20 +7,24 @@
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
 //! - [`control`]: the control group: a share of rewritable executions sent as written.
-//! - [`context`]: what all sessions share (cache, metrics, shapes, encoder options).
+//! - [`context`]: what all sessions share (the configuration, the rewrite's parts, metrics,
+//!   topology, TLS); only the session, the server, the admin server and the reload read it
+//!   whole: every other module receives the parts it uses, and the import graph has no loops
+//!   (`tests/layering.rs`).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
-//! - [`literal_prepare`]: PREPAREs of statements with literals inline, answered from their
-//!   shape, and their EXECUTEs.
 //! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
 //! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
 //! - [`reload`]: SIGHUP and changed TLS files: what changes without a restart.
 //! - [`replica`]: a session's connections to the replicas it routes to.
-//! - [`rewrite`]: the auto-prepare decision for one QUERY and the EXECUTE it becomes.
+//! - [`rewrite`]: the auto-prepare decision for one QUERY or BATCH and the EXECUTE it
+//!   becomes, PREPAREs of statements with literals inline answered from their shape
+//!   ([`rewrite::literal_prepare`]), and what answers teach the rewrite.
 //! - [`schema_agreement`]: holds schema-change answers until every node has the new schema.
 //! - [`server`]: the listener; one [`session`] per client connection.
-//! - [`session`]: the two readers of a connection and the upstream stream-id mapping.
+//! - [`session`]: one client connection: each request classified, routed and sent; each
+//!   answer dispatched on what its upstream stream id was pending for.
 //! - [`socket`]: a connection's socket, plain TCP or TLS, and its halves.
 //! - [`tls`]: TLS toward the clients, PEM loading, and reloading either side's material.
 //! - [`upstream`]: the connection to the upstream node (TCP, then TLS when on).
@@ -28,7 +32,7 @@
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`topology`]: rewriting of topology answers, events and SUPPORTED so drivers stay on the
 //!   proxy.
-//! - [`writer`]: per-socket writer tasks (batching, v5 framing).
+//! - [`writer`]: an outbox per socket (one write per read handled, v5 framing).
 //! - [`protocol_error`]: ERROR frames for malformed client input.
 #![forbid(unsafe_code)]
 

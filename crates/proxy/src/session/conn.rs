@@ -1,12 +1,79 @@
-//! The wire of a connection: its read buffer (sized by what arrives) and the answers to input
-//! that is not the protocol.
+//! The wire of a connection: its read side ([`FrameReader`]: the buffer, sized by what
+//! arrives, and the decoder of the wire state, v4 envelopes or v5 segments) and the answers to
+//! input that is not the protocol.
 
 use super::end::End;
 use crate::protocol_error;
 use crate::writer::{Out, Outbox};
-use autoprep_protocol::envelope::{EnvelopeDecoder, EnvelopeError, ProtocolVersion};
-use autoprep_protocol::segment::SegmentError;
+use autoprep_protocol::envelope::{
+    Direction, Envelope, EnvelopeDecoder, EnvelopeError, ProtocolVersion,
+};
+use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// One direction's read side of a connection: what was read and not decoded yet, and how the
+/// bytes are framed (envelopes, then v5 segments once framing starts).
+#[derive(Debug)]
+pub(super) struct FrameReader {
+    buf: BytesMut,
+    envelopes: EnvelopeDecoder,
+    framed: Option<FramedDecoder>,
+}
+
+impl FrameReader {
+    /// A reader of envelopes sent in `direction`, bodies of at most `max_body` bytes.
+    pub(super) fn new(direction: Direction, max_body: usize) -> FrameReader {
+        FrameReader {
+            buf: BytesMut::new(),
+            envelopes: EnvelopeDecoder::new(direction, max_body),
+            framed: None,
+        }
+    }
+
+    /// Whether v5 framing started.
+    pub(super) fn is_framed(&self) -> bool {
+        self.framed.is_some()
+    }
+
+    /// From the next byte on, envelopes arrive in v5 segments (`lz4`: compressed ones).
+    pub(super) fn start_framing(&mut self, lz4: bool) {
+        self.framed = Some(FramedDecoder::new(
+            SegmentDecoder::new(lz4),
+            self.envelopes.clone(),
+        ));
+    }
+
+    /// The next whole envelope read, `None` when more bytes are needed.
+    pub(super) fn next(&mut self) -> Result<Option<Envelope>, SegmentError> {
+        match &mut self.framed {
+            Some(f) => f.decode(&mut self.buf),
+            None => self
+                .envelopes
+                .decode(&mut self.buf)
+                .map_err(SegmentError::from),
+        }
+    }
+
+    /// Reads more bytes from `rd` (see [`reserve_read_room`]); `Ok(0)` at its end.
+    pub(super) async fn read_from(
+        &mut self,
+        rd: &mut (impl AsyncRead + Unpin),
+    ) -> std::io::Result<usize> {
+        reserve_read_room(&mut self.buf);
+        rd.read_buf(&mut self.buf).await
+    }
+
+    /// Bytes read and not decoded yet.
+    pub(super) fn unread(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The envelope decoder (for the header of an incomplete frame).
+    pub(super) fn envelopes(&self) -> &EnvelopeDecoder {
+        &self.envelopes
+    }
+}
 
 /// The client stopped sending in the middle of a frame: answer (it may still be reading).
 pub(super) async fn refuse_truncated(

@@ -113,6 +113,7 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
         closing: ctx.lifecycle.session_token(),
         client_stopped: CancellationToken::new(),
         ready: AtomicBool::new(false),
+        client_framing: std::sync::OnceLock::new(),
         home,
         links: replica::Links::default(),
         client: to_client.clone(),

@@ -1,8 +1,10 @@
-//! The client side of a connection: each request read is classified (what it is, what the
-//! rewrite makes of it), given a route (home as sent, rewritten, to a replica, behind the
-//! proxy's own PREPAREs) and sent.
+//! The client side of a connection. Each request read is *classified* ([`classify`]: what it
+//! is, what the rewrite makes of it) into a [`Route`], which [`send`] carries out: home as the
+//! client sent it, rewritten, to a replica of its partition, or behind the proxy's own
+//! PREPAREs. Classifying is synchronous and sends nothing; every wait (a free stream id, a
+//! `USE` held back, a replica connection) belongs to sending.
 
-use super::conn::{refuse, refuse_truncated, reserve_read_room};
+use super::conn::{refuse, refuse_truncated, FrameReader};
 use super::end::End;
 use super::pending::{as_sent, client_prepare, LiteralRequest, Pending};
 use super::routing;
@@ -11,29 +13,26 @@ use super::send::{
     send_prepare, send_upstream,
 };
 use super::state::Shared;
-
 use crate::context::Context;
 use crate::control::{self, Group};
 use crate::metrics::Metrics;
 use crate::protocol_error;
 use crate::replica;
 use crate::rewrite::literal_prepare;
-use crate::rewrite::{self, Decision, Used};
+use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
 use crate::shapes::ShapeRef;
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::{plain_body, Compression};
-use autoprep_protocol::envelope::{Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion};
+use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
-use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tracing::debug;
 
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
@@ -44,46 +43,24 @@ pub(super) async fn client_to_upstream(
     to_upstream: &Outbox,
     to_client: &Outbox,
 ) -> End {
-    let envelopes = EnvelopeDecoder::new(Direction::Request, ctx.cfg.max_frame_bytes);
+    let mut reader = FrameReader::new(Direction::Request, ctx.cfg.max_frame_bytes);
     let mut scratch = rewrite::Scratch::default();
-    let mut framed: Option<FramedDecoder> = None;
-    let mut buf = BytesMut::new();
     let closing = shared.closing.cancelled();
     tokio::pin!(closing);
     loop {
         loop {
-            if framed.is_none() {
-                if let Some(lz4) = shared.lock().client_framing {
-                    framed = Some(FramedDecoder::new(
-                        SegmentDecoder::new(lz4),
-                        envelopes.clone(),
-                    ));
+            if !reader.is_framed() {
+                if let Some(&lz4) = shared.client_framing.get() {
+                    reader.start_framing(lz4);
                 }
             }
-            let next = match &mut framed {
-                Some(f) => f.decode(&mut buf),
-                None => envelopes.decode(&mut buf).map_err(SegmentError::from),
-            };
-            let env = match next {
+            let env = match reader.next() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
                 Err(e) => return refuse(e, to_client).await,
             };
-            if env.header().opcode.0 > Opcode::AUTH_SUCCESS.0 {
-                // Cassandra answers an opcode it does not know and then keeps failing every
-                // later request on that connection; the proxy answers it the same way itself
-                // and keeps the upstream connection sound.
-                let h = env.header();
-                debug!(opcode = h.opcode.0, "unknown opcode answered by the proxy");
-                let msg = format!("Unknown opcode {}", h.opcode.0);
-                let frame = protocol_error::build(h.version, h.stream.0, &msg);
-                if to_client.send(Out::Envelope(frame)).await.is_err() {
-                    return End::WriterGone;
-                }
-                continue;
-            }
-            ctx.metrics.request(env.header().opcode.0);
-            if let Err(end) = forward_request(env, ctx, shared, to_upstream, &mut scratch).await {
+            let route = classify(env, ctx, shared, &mut scratch);
+            if let Err(end) = send(route, ctx, shared, to_upstream).await {
                 return end;
             }
         }
@@ -95,35 +72,167 @@ pub(super) async fn client_to_upstream(
         if shared.closing.is_cancelled() {
             return End::Closing;
         }
-        reserve_read_room(&mut buf);
         let read = tokio::select! {
             biased;
-            read = rd.read_buf(&mut buf) => read,
+            read = reader.read_from(&mut rd) => read,
             () = &mut closing => return End::Closing,
         };
         if let Ok(n) = read {
             ctx.metrics
                 .bytes_from_clients
-                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                .fetch_add(n as u64, Ordering::Relaxed);
         }
         match read {
-            Ok(0) if buf.is_empty() => return End::ClientClosed,
-            Ok(0) => return refuse_truncated(&buf, &envelopes, to_client).await,
+            Ok(0) if reader.unread().is_empty() => return End::ClientClosed,
+            Ok(0) => return refuse_truncated(reader.unread(), reader.envelopes(), to_client).await,
             Ok(_) => {}
             Err(e) => return End::ClientIo(e),
         }
     }
 }
 
-pub(super) async fn forward_request(
+/// What becomes of one client request.
+enum Route {
+    /// Answered by the proxy itself (an opcode Cassandra does not know).
+    Answer(BytesMut),
+    /// Home, as the client sent it.
+    AsSent(AsSent),
+    /// Rewritten into an EXECUTE (or a BATCH of prepared statements): to a replica of its
+    /// partition when routing finds one ready, else home.
+    Rewritten(Rewritten),
+    /// The client's own prepared statement: to a replica of its partition when routing finds
+    /// one ready, else home as sent.
+    Replica {
+        frame: BytesMut,
+        route: rewrite::Route,
+        req: routing::Request,
+    },
+    /// A request naming statements the client prepared with literals inline that the server
+    /// never saw: they are prepared there first, then the request goes as sent.
+    Materialize {
+        stream: i16,
+        statements: Vec<Arc<literal_prepare::Statement>>,
+        original: Bytes,
+        then: ShapePrepares,
+    },
+    /// A client's PREPARE with literals inline: answered from its shape, or sent behind the
+    /// proxy's PREPARE of the shape, or sent as it was (decided when sent: the shape may be
+    /// prepared by then).
+    LiteralPrepare(literal_prepare::ClientPrepare),
+}
+
+/// A request that goes home as the client sent it.
+struct AsSent {
+    frame: BytesMut,
+    /// What its answer is awaited as.
+    pending: Pending,
+    shape: Option<ShapeRef>,
+    group: Group,
+    then: ShapePrepares,
+}
+
+/// The proxy's own PREPAREs of shapes, sent after the request (the rewrite asked for them).
+struct ShapePrepares {
+    version: ProtocolVersion,
+    prepares: Vec<PrepareRequest>,
+}
+
+impl Route {
+    /// Home as sent, awaited as `pending`, with nothing else to do.
+    fn as_sent(env: Envelope, pending: Pending) -> Route {
+        let version = env.header().version;
+        Route::AsSent(AsSent {
+            frame: env.into_frame(),
+            pending,
+            shape: None,
+            group: Group::Other,
+            then: ShapePrepares {
+                version,
+                prepares: Vec::new(),
+            },
+        })
+    }
+}
+
+/// The connection's state a request is classified under, read once.
+struct ConnState {
+    compression: Option<Compression>,
+    keyspace: Option<Arc<str>>,
+    /// No `USE` in flight.
+    settled: bool,
+}
+
+impl ConnState {
+    fn of(shared: &Shared) -> ConnState {
+        let st = shared.lock();
+        ConnState {
+            compression: st.compression,
+            keyspace: st.keyspace.clone(),
+            settled: st.use_in_flight == 0,
+        }
+    }
+
+    fn keyspace(&self) -> ConnKeyspace<'_> {
+        ConnKeyspace {
+            name: self.keyspace.as_deref(),
+            settled: self.settled,
+        }
+    }
+}
+
+/// Classifies one client request. Only the opcodes the proxy may act on have their body read
+/// (decompressed once); everything else goes home as sent.
+fn classify(
     env: Envelope,
-    ctx: &Arc<Context>,
-    shared: &Arc<Shared>,
-    to_upstream: &Outbox,
+    ctx: &Context,
+    shared: &Shared,
     scratch: &mut rewrite::Scratch,
-) -> Result<(), End> {
+) -> Route {
     let header = *env.header();
-    let stream = header.stream.0;
+    if header.opcode.0 > Opcode::AUTH_SUCCESS.0 {
+        // Cassandra answers an opcode it does not know and then keeps failing every later
+        // request on that connection; the proxy answers it the same way itself and keeps the
+        // upstream connection sound.
+        debug!(
+            opcode = header.opcode.0,
+            "unknown opcode answered by the proxy"
+        );
+        let msg = format!("Unknown opcode {}", header.opcode.0);
+        return Route::Answer(protocol_error::build(header.version, header.stream.0, &msg));
+    }
+    ctx.metrics.request(header.opcode.0);
+    note_handshake(&env, ctx, shared);
+    // Rewriting waits until the connection is authenticated (see `Shared::ready`).
+    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
+    let (is_query, is_batch, is_execute) = (
+        header.opcode == Opcode::QUERY,
+        header.opcode == Opcode::BATCH,
+        header.opcode == Opcode::EXECUTE,
+    );
+    // A client's EXECUTE of a statement it prepared with literals inline, and the client's own
+    // prepared statements routing can send to a replica: one read of the body serves both.
+    let literal_execute = is_execute && rewrite && ctx.rewriter.literals.holds_any();
+    let route_client = (is_execute || is_batch) && rewrite && ctx.cluster.may_route();
+    let env = if literal_execute || route_client {
+        match classify_prepared(env, literal_execute, route_client, ctx, shared, scratch) {
+            Ok(route) => return route,
+            Err(env) => env,
+        }
+    } else {
+        env
+    };
+    let topology_candidate =
+        is_query || header.opcode == Opcode::PREPARE || is_execute && ctx.topology.has_prepared();
+    if topology_candidate || rewrite && is_batch {
+        return classify_text(env, rewrite, ctx, shared, scratch);
+    }
+    Route::as_sent(env, Pending::client(header.stream.0))
+}
+
+/// Keeps what the connection's handshake negotiates (compression) and, when routing is on,
+/// what opening a replica connection replays (STARTUP and AUTH_RESPONSE bodies).
+fn note_handshake(env: &Envelope, ctx: &Context, shared: &Shared) {
+    let header = env.header();
     if header.opcode == Opcode::STARTUP {
         // STARTUP is never compressed; a body the proxy cannot read goes to the server as is.
         if let Ok(s) = StartupView::parse(env.body()) {
@@ -149,277 +258,344 @@ pub(super) async fn forward_request(
                 .push(zeroize::Zeroizing::new(env.body().to_vec()));
         }
     }
-    let is_batch = header.opcode == Opcode::BATCH;
-    let is_query = header.opcode == Opcode::QUERY;
-    // Rewriting waits until the connection is authenticated (see `Shared::ready`).
-    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-    let client_prepared = header.opcode == Opcode::EXECUTE || header.opcode == Opcode::BATCH;
-    // A client's EXECUTE of a statement it prepared with literals inline, and the client's own
-    // prepared statements routing can send to a replica: one read of the body serves both.
-    let literal_execute =
-        header.opcode == Opcode::EXECUTE && rewrite && ctx.rewriter.literals.holds_any();
-    let route_client = client_prepared && rewrite && ctx.cluster.may_route();
-    if literal_execute || route_client {
-        let (compression, keyspace, settled) = {
-            let st = shared.lock();
-            (st.compression, st.keyspace.clone(), st.use_in_flight == 0)
-        };
-        let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
-        let decided = match &body {
-            Some(b) if literal_execute => literal_prepare::decide_execute(
-                &ctx.rewriter,
-                shared.node,
-                &header,
-                b,
-                &mut scratch.values,
-            ),
-            _ => None,
-        };
-        match decided {
-            Some(literal_prepare::Executed {
-                decision: Decision::Execute { frame, used, route },
-                statement,
-            }) => {
-                ctx.metrics.literal_execute(Ok(()));
-                let shape = statement.shape();
-                let same_keyspace = settled && keyspace.as_deref() == statement.keyspace();
-                let rewritten = Rewritten {
-                    stream,
-                    original: env.into_frame().freeze(),
-                    version: header.version,
-                    used,
-                    route,
-                    topology: None,
-                    same_keyspace,
-                    client_execute: true,
-                    literals: vec![statement],
-                };
-                return send_rewritten(ctx, shared, to_upstream, frame, rewritten, Some(shape))
-                    .await;
-            }
-            Some(literal_prepare::Executed {
-                decision: Decision::PassThrough { reason, .. },
-                statement,
-            }) => {
-                // The server never saw the id: it learns it first.
-                ctx.metrics.literal_execute(Err(reason));
-                let original = env.into_frame().freeze();
-                return materialize(
-                    ctx,
-                    shared,
-                    to_upstream,
-                    stream,
-                    vec![statement],
-                    original,
-                    None,
-                )
-                .await;
-            }
-            None => {}
-        }
-        let route = body.as_deref().filter(|_| route_client).and_then(|b| {
-            if header.opcode == Opcode::EXECUTE {
-                routing::client_execute(ctx, &header, b)
-            } else {
-                routing::client_batch(ctx, &header, b)
-            }
-        });
-        if let Some(route) = route {
-            let same_keyspace = settled && keyspace.as_deref() == route.entry.keyspace.as_deref();
-            let frame = env.into_frame();
-            let req = routing::Request {
+}
+
+/// A client's EXECUTE or BATCH of statements it prepared: an EXECUTE of a statement prepared
+/// with literals inline runs as its shape (or the server learns the statement first), and a
+/// statement routing knows goes to a replica. `Err` gives the request back when neither applies.
+fn classify_prepared(
+    env: Envelope,
+    literal_execute: bool,
+    route_client: bool,
+    ctx: &Context,
+    shared: &Shared,
+    scratch: &mut rewrite::Scratch,
+) -> Result<Route, Envelope> {
+    let header = *env.header();
+    let stream = header.stream.0;
+    let conn = ConnState::of(shared);
+    let body = plain_body(&env, conn.compression, ctx.cfg.max_frame_bytes);
+    let decided = match &body {
+        Some(b) if literal_execute => literal_prepare::decide_execute(
+            &ctx.rewriter,
+            shared.node,
+            &header,
+            b,
+            &mut scratch.values,
+        ),
+        _ => None,
+    };
+    match decided {
+        Some(literal_prepare::Executed {
+            decision: Decision::Execute { frame, used, route },
+            statement,
+        }) => {
+            ctx.metrics.literal_execute(Ok(()));
+            let shape = statement.shape();
+            let same_keyspace = conn.settled && conn.keyspace.as_deref() == statement.keyspace();
+            return Ok(Route::Rewritten(Rewritten {
+                frame,
+                shape: Some(shape),
                 stream,
-                original: frame.clone().freeze(),
+                original: env.into_frame().freeze(),
                 version: header.version,
-                hash: None,
+                used,
+                route,
+                topology: None,
                 same_keyspace,
-                shape: None,
-                group: Group::Other,
-                literals: Vec::new(),
+                client_execute: true,
+                literals: vec![statement],
+            }));
+        }
+        Some(literal_prepare::Executed {
+            decision: Decision::PassThrough { reason, .. },
+            statement,
+        }) => {
+            // The server never saw the id: it learns it first.
+            ctx.metrics.literal_execute(Err(reason));
+            return Ok(Route::Materialize {
+                stream,
+                statements: vec![statement],
+                original: env.into_frame().freeze(),
+                then: ShapePrepares {
+                    version: header.version,
+                    prepares: Vec::new(),
+                },
+            });
+        }
+        None => {}
+    }
+    let route = body.as_deref().filter(|_| route_client).and_then(|b| {
+        if header.opcode == Opcode::EXECUTE {
+            routing::client_execute(ctx, &header, b)
+        } else {
+            routing::client_batch(ctx, &header, b)
+        }
+    });
+    let Some(route) = route else {
+        return Err(env);
+    };
+    let same_keyspace = conn.settled && conn.keyspace.as_deref() == route.entry.keyspace.as_deref();
+    let frame = env.into_frame();
+    let req = routing::Request {
+        stream,
+        original: frame.clone().freeze(),
+        version: header.version,
+        hash: None,
+        same_keyspace,
+        shape: None,
+        group: Group::Other,
+        literals: Vec::new(),
+    };
+    Ok(Route::Replica { frame, route, req })
+}
+
+/// A request with CQL text (QUERY, PREPARE, BATCH) or an EXECUTE of a topology read: the
+/// topology and schema-change checks, then the rewrite's decision.
+fn classify_text(
+    env: Envelope,
+    rewrite: bool,
+    ctx: &Context,
+    shared: &Shared,
+    scratch: &mut rewrite::Scratch,
+) -> Route {
+    let header = *env.header();
+    let stream = header.stream.0;
+    let (is_query, is_batch) = (
+        header.opcode == Opcode::QUERY,
+        header.opcode == Opcode::BATCH,
+    );
+    let conn = ConnState::of(shared);
+    let ks = conn.keyspace();
+    let body = plain_body(&env, conn.compression, ctx.cfg.max_frame_bytes);
+    // A QUERY is parsed once here for the topology, schema-change and rewrite checks.
+    let query = match &body {
+        Some(b) if is_query => QueryRequest::parse(&header, b).ok(),
+        _ => None,
+    };
+    // A topology read (system.local, system.peers...) gets its answer rewritten, whether the
+    // request itself is rewritten or not.
+    let topology = match (&query, &body) {
+        (Some(q), _) => ctx.topology.classify_query(&q.query, ks.name),
+        (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks.name),
+        _ => None,
+    };
+    let schema_change = topology.is_none()
+        && query
+            .as_ref()
+            .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
+    let literal_candidate = header.opcode == Opcode::PREPARE
+        && rewrite
+        && ctx.cfg.prepare_literals
+        && topology.is_none();
+    if let (true, Some(b)) = (literal_candidate, &body) {
+        return Route::LiteralPrepare(literal_prepare::ClientPrepare {
+            stream,
+            header,
+            body: Bytes::copy_from_slice(b),
+            original: Bytes::copy_from_slice(env.as_bytes()),
+        });
+    }
+    if !(rewrite && (is_query || is_batch)) {
+        let client_prepare =
+            (header.opcode == Opcode::PREPARE && topology.is_none() && ctx.cluster.enabled())
+                .then(|| client_prepare(stream, &header, body.as_deref(), ks))
+                .flatten();
+        let pending =
+            client_prepare.unwrap_or_else(|| as_sent(stream, false, topology, schema_change));
+        return Route::as_sent(env, pending);
+    }
+    let node = shared.node;
+    let now = Instant::now();
+    let mut shape = None;
+    let decision = match (&query, &body) {
+        (Some(q), _) => rewrite::decide(
+            &ctx.rewriter,
+            node,
+            &header,
+            q,
+            ks,
+            now,
+            scratch,
+            &mut shape,
+        ),
+        (None, Some(b)) if is_batch => rewrite::batch::decide_batch(
+            &ctx.rewriter,
+            node,
+            &header,
+            b,
+            ks,
+            now,
+            &mut scratch.values,
+        ),
+        (None, Some(_)) => Decision::pass("malformed query"),
+        (None, None) => Decision::pass("undecodable body"),
+    };
+    decision.record(shape.as_deref());
+    // The statements a BATCH names that the client prepared with literals inline.
+    let literals = match &body {
+        Some(b) if is_batch => literal_prepare::statements_in(&ctx.rewriter, &header, b),
+        _ => Vec::new(),
+    };
+    match decision {
+        Decision::Execute { frame, used, route } => {
+            Metrics::inc(&ctx.metrics.queries_rewritten);
+            Route::Rewritten(Rewritten {
+                frame,
+                shape,
+                stream,
+                original: env.into_frame().freeze(),
+                version: header.version,
+                used,
+                // A topology read's answer is rewritten at home.
+                route: route.filter(|_| topology.is_none()),
+                topology,
+                same_keyspace: true,
+                client_execute: false,
+                literals,
+            })
+        }
+        Decision::PassThrough {
+            reason,
+            prepare,
+            use_keyspace,
+        } => {
+            ctx.metrics.passthrough(reason);
+            let then = ShapePrepares {
+                version: header.version,
+                prepares: prepare,
             };
+            if !literals.is_empty() {
+                // A batch of statements the server never saw: it learns them first.
+                return Route::Materialize {
+                    stream,
+                    statements: literals,
+                    original: env.into_frame().freeze(),
+                    then,
+                };
+            }
+            let group = if reason == control::REASON {
+                Group::Control
+            } else {
+                Group::Other
+            };
+            Route::AsSent(AsSent {
+                frame: env.into_frame(),
+                pending: as_sent(stream, use_keyspace, topology, schema_change),
+                shape,
+                group,
+                then,
+            })
+        }
+    }
+}
+
+/// Carries out a request's route.
+async fn send(
+    route: Route,
+    ctx: &Arc<Context>,
+    shared: &Arc<Shared>,
+    to_upstream: &Outbox,
+) -> Result<(), End> {
+    match route {
+        Route::Answer(frame) => shared
+            .client
+            .send(Out::Envelope(frame))
+            .await
+            .map_err(|_| End::WriterGone),
+        Route::AsSent(a) => {
+            if let Pending::Client {
+                use_keyspace: true, ..
+            } = a.pending
+            {
+                // The keyspace is not known until the USE is answered; it never runs beside a
+                // PREPARE of the proxy's that takes its keyspace from the connection.
+                hold_use(ctx, shared, to_upstream).await;
+                let mut st = shared.lock();
+                st.use_in_flight += 1;
+                st.keyspace_epoch += 1;
+            }
+            let up = allocate_in(shared, to_upstream, a.pending, a.shape, a.group).await;
+            send_upstream(to_upstream, a.frame, up).await?;
+            prepare_shapes(a.then, ctx, shared, to_upstream).await
+        }
+        Route::Rewritten(r) => send_rewritten(ctx, shared, to_upstream, r).await,
+        Route::Replica { frame, route, req } => {
+            let stream = req.stream;
             let frame = match routing::route(ctx, shared, frame, route, req).await {
                 Ok(()) => return Ok(()),
                 Err((frame, _)) => frame,
             };
             let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
-            return send_upstream(to_upstream, frame, up).await;
+            send_upstream(to_upstream, frame, up).await
         }
-    }
-    let topology_candidate = is_query
-        || header.opcode == Opcode::PREPARE
-        || header.opcode == Opcode::EXECUTE && ctx.topology.has_prepared();
-    if topology_candidate || rewrite && is_batch {
-        let (compression, keyspace, settled) = {
-            let st = shared.lock();
-            (st.compression, st.keyspace.clone(), st.use_in_flight == 0)
-        };
-        let ks = rewrite::ConnKeyspace {
-            name: keyspace.as_deref(),
-            settled,
-        };
-        let body = plain_body(&env, compression, ctx.cfg.max_frame_bytes);
-        // A QUERY is parsed once here for the topology, schema-change and rewrite checks.
-        let query = match &body {
-            Some(b) if is_query => QueryRequest::parse(&header, b).ok(),
-            _ => None,
-        };
-        // A topology read (system.local, system.peers...) gets its answer rewritten, whether
-        // the request itself is rewritten or not.
-        let topology = match (&query, &body) {
-            (Some(q), _) => ctx.topology.classify_query(&q.query, ks.name),
-            (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks.name),
-            _ => None,
-        };
-        let schema_change = topology.is_none()
-            && query
-                .as_ref()
-                .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
-        let literal_candidate = header.opcode == Opcode::PREPARE
-            && rewrite
-            && ctx.cfg.prepare_literals
-            && topology.is_none();
-        if let (true, Some(b)) = (literal_candidate, &body) {
-            let c = literal_prepare::ClientPrepare {
-                stream,
-                header,
-                body: Bytes::copy_from_slice(b),
-                original: Bytes::copy_from_slice(env.as_bytes()),
-            };
+        Route::Materialize {
+            stream,
+            statements,
+            original,
+            then,
+        } => {
+            materialize(ctx, shared, to_upstream, stream, statements, original, None).await?;
+            prepare_shapes(then, ctx, shared, to_upstream).await
+        }
+        Route::LiteralPrepare(c) => {
             match literal_prepare_request(c, true, ctx, shared, to_upstream).await? {
-                Ok(()) => return Ok(()),
-                Err(c) => return pass_client_prepare(c, ctx, shared, to_upstream).await,
-            }
-        }
-        if !(rewrite && (is_query || is_batch)) {
-            let client_prepare =
-                (header.opcode == Opcode::PREPARE && topology.is_none() && ctx.cluster.enabled())
-                    .then(|| client_prepare(stream, &header, body.as_deref(), ks))
-                    .flatten();
-            let pending =
-                client_prepare.unwrap_or_else(|| as_sent(stream, false, topology, schema_change));
-            let up = allocate(shared, to_upstream, pending, None).await;
-            return send_upstream(to_upstream, env.into_frame(), up).await;
-        }
-        let node = shared.node;
-        let now = Instant::now();
-        let mut shape = None;
-        let decision = match (&query, &body) {
-            (Some(q), _) => rewrite::decide(
-                &ctx.rewriter,
-                node,
-                &header,
-                q,
-                ks,
-                now,
-                scratch,
-                &mut shape,
-            ),
-            (None, Some(b)) if is_batch => rewrite::batch::decide_batch(
-                &ctx.rewriter,
-                node,
-                &header,
-                b,
-                ks,
-                now,
-                &mut scratch.values,
-            ),
-            (None, Some(_)) => Decision::pass("malformed query"),
-            (None, None) => Decision::pass("undecodable body"),
-        };
-        decision.record(shape.as_deref());
-        match decision {
-            Decision::Execute { frame, used, route } => {
-                Metrics::inc(&ctx.metrics.queries_rewritten);
-                let literals = match &body {
-                    Some(b) if is_batch => {
-                        literal_prepare::statements_in(&ctx.rewriter, &header, b)
-                    }
-                    _ => Vec::new(),
-                };
-                let rewritten = Rewritten {
-                    stream,
-                    original: env.into_frame().freeze(),
-                    version: header.version,
-                    used,
-                    // A topology read's answer is rewritten at home.
-                    route: route.filter(|_| topology.is_none()),
-                    topology,
-                    same_keyspace: true,
-                    client_execute: false,
-                    literals,
-                };
-                return send_rewritten(ctx, shared, to_upstream, frame, rewritten, shape).await;
-            }
-            Decision::PassThrough {
-                reason,
-                prepare,
-                use_keyspace,
-            } => {
-                ctx.metrics.passthrough(reason);
-                if use_keyspace {
-                    hold_use(ctx, shared, to_upstream).await;
-                    let mut st = shared.lock();
-                    st.use_in_flight += 1;
-                    st.keyspace_epoch += 1;
-                }
-                let literals = match &body {
-                    Some(b) if is_batch => {
-                        literal_prepare::statements_in(&ctx.rewriter, &header, b)
-                    }
-                    _ => Vec::new(),
-                };
-                if literals.is_empty() {
-                    let pending = as_sent(stream, use_keyspace, topology, schema_change);
-                    let group = if reason == control::REASON {
-                        Group::Control
-                    } else {
-                        Group::Other
-                    };
-                    let up = allocate_in(shared, to_upstream, pending, shape, group).await;
-                    send_upstream(to_upstream, env.into_frame(), up).await?;
-                } else {
-                    // A batch of statements the server never saw: it learns them first.
-                    let original = env.into_frame().freeze();
-                    materialize(ctx, shared, to_upstream, stream, literals, original, None).await?;
-                }
-                for p in prepare {
-                    send_prepare(p, header.version, ctx, shared, to_upstream, None).await?;
-                }
-                return Ok(());
+                Ok(()) => Ok(()),
+                Err(c) => pass_client_prepare(c, ctx, shared, to_upstream).await,
             }
         }
     }
-    let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
-    send_upstream(to_upstream, env.into_frame(), up).await
+}
+
+/// Sends the proxy's own PREPAREs the rewrite asked for.
+async fn prepare_shapes(
+    then: ShapePrepares,
+    ctx: &Context,
+    shared: &Shared,
+    to_upstream: &Outbox,
+) -> Result<(), End> {
+    for p in then.prepares {
+        send_prepare(p, then.version, ctx, shared, to_upstream, None).await?;
+    }
+    Ok(())
 }
 
 /// A client request the proxy rewrote into an EXECUTE (or a BATCH of prepared statements).
-pub(super) struct Rewritten {
-    pub(super) stream: i16,
+struct Rewritten {
+    /// The request the proxy sends.
+    frame: BytesMut,
+    /// The statement's shape, for its statistics.
+    shape: Option<ShapeRef>,
+    stream: i16,
     /// What the client sent (replayed if the server no longer knows the shape).
-    pub(super) original: Bytes,
-    pub(super) version: ProtocolVersion,
-    pub(super) used: Used,
-    pub(super) route: Option<rewrite::Route>,
-    pub(super) topology: Option<topology::Read>,
+    original: Bytes,
+    version: ProtocolVersion,
+    used: Used,
+    route: Option<rewrite::Route>,
+    topology: Option<topology::Read>,
     /// The client connection's keyspace is the statement's (see `routing::Request`).
-    pub(super) same_keyspace: bool,
+    same_keyspace: bool,
     /// The client sent an EXECUTE (see `Pending::Rewritten`).
-    pub(super) client_execute: bool,
+    client_execute: bool,
     /// See `Pending::Rewritten`.
-    pub(super) literals: Vec<Arc<literal_prepare::Statement>>,
+    literals: Vec<Arc<literal_prepare::Statement>>,
 }
 
 /// Sends a rewritten request: to a replica of its partition when routing finds one ready,
 /// else home.
-pub(super) async fn send_rewritten(
+async fn send_rewritten(
     ctx: &Arc<Context>,
     shared: &Arc<Shared>,
     to_upstream: &Outbox,
-    frame: BytesMut,
     r: Rewritten,
-    shape: Option<ShapeRef>,
 ) -> Result<(), End> {
+    // A QUERY sent as EXECUTE is the control comparison's other side.
+    let group = if r.client_execute {
+        Group::Other
+    } else {
+        Group::Rewritten
+    };
+    let shape = r.shape;
     let frame = match r.route {
         Some(route) => {
             let hash = match &r.used {
@@ -434,14 +610,10 @@ pub(super) async fn send_rewritten(
                 hash,
                 same_keyspace: r.same_keyspace,
                 shape: shape.clone(),
-                group: if r.client_execute {
-                    Group::Other
-                } else {
-                    Group::Rewritten
-                },
+                group,
                 literals: r.literals.clone(),
             };
-            let outcome = routing::route(ctx, shared, frame, route, routed).await;
+            let outcome = routing::route(ctx, shared, r.frame, route, routed).await;
             if let Some(s) = &shape {
                 s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
             }
@@ -450,13 +622,7 @@ pub(super) async fn send_rewritten(
                 Err((frame, _)) => frame,
             }
         }
-        None => frame,
-    };
-    // A QUERY sent as EXECUTE is the control comparison's other side.
-    let group = if r.client_execute {
-        Group::Other
-    } else {
-        Group::Rewritten
+        None => r.frame,
     };
     let pending = Pending::Rewritten {
         stream: r.stream,

@@ -2,7 +2,7 @@
 //! and is dispatched on what that request was pending for.
 
 use super::answer::{carries_use_warning, set_keyspace, unprepared_id, without_use_warning};
-use super::conn::reserve_read_room;
+use super::conn::FrameReader;
 use super::end::End;
 use super::pending::{Epochs, Pending};
 use super::routing;
@@ -20,18 +20,15 @@ use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::plain_body;
 use autoprep_protocol::envelope::Flags;
-use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion, StreamId,
-};
+use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
-use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::{Bytes, BytesMut};
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use std::time::Instant;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tracing::{debug, warn, Instrument};
 
 /// Reads server envelopes and returns each to the client under its own stream id.
@@ -42,18 +39,12 @@ pub(super) async fn upstream_to_client(
     to_client: &Outbox,
     to_upstream: &Outbox,
 ) -> End {
-    let envelopes = EnvelopeDecoder::new(Direction::Response, ctx.cfg.max_frame_bytes);
-    let mut framed: Option<FramedDecoder> = None;
-    let mut buf = BytesMut::new();
+    let mut reader = FrameReader::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let client_stopped = shared.client_stopped.cancelled();
     tokio::pin!(client_stopped);
     loop {
         loop {
-            let next = match &mut framed {
-                Some(f) => f.decode(&mut buf),
-                None => envelopes.decode(&mut buf).map_err(SegmentError::from),
-            };
-            let mut env = match next {
+            let mut env = match reader.next() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
                 Err(e) => return End::BadUpstreamInput(e.to_string()),
@@ -91,7 +82,7 @@ pub(super) async fn upstream_to_client(
                     shared.lock().use_warning_given = true;
                 }
             }
-            let starts_framing = framed.is_none()
+            let starts_framing = !reader.is_framed()
                 && header.version >= ProtocolVersion::V5
                 && (header.opcode == Opcode::READY || header.opcode == Opcode::AUTHENTICATE);
             if starts_framing {
@@ -101,11 +92,8 @@ pub(super) async fn upstream_to_client(
                 if to_upstream.send(Out::StartFraming { lz4 }).await.is_err() {
                     return End::WriterGone;
                 }
-                shared.lock().client_framing = Some(lz4);
-                framed = Some(FramedDecoder::new(
-                    SegmentDecoder::new(lz4),
-                    envelopes.clone(),
-                ));
+                let _ = shared.client_framing.set(lz4);
+                reader.start_framing(lz4);
                 let sent = to_client
                     .send(Out::Envelope(env.into_frame()))
                     .await
@@ -142,10 +130,9 @@ pub(super) async fn upstream_to_client(
             }
             st.streams.shrink_if_idle();
         }
-        reserve_read_room(&mut buf);
         let read = tokio::select! {
             biased;
-            read = rd.read_buf(&mut buf) => read,
+            read = reader.read_from(&mut rd) => read,
             () = &mut client_stopped, if !stopping => continue,
             () = tokio::time::sleep(Duration::from_millis(10)), if links_busy => continue,
         };

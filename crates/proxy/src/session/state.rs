@@ -31,16 +31,14 @@ pub(super) struct State {
     /// Counts the `USE` requests forwarded: a PREPARE answered after another `USE` was sent
     /// may have run in either keyspace (see [`crate::prepare_proof`]).
     pub(super) keyspace_epoch: u64,
-    /// Set once the client side is framed (v5), with whether segments are LZ4-compressed.
-    pub(super) client_framing: Option<bool>,
     /// The client's handshake, replayed to open replica connections (see [`replica`]).
     pub(super) handshake: replica::Handshake,
     /// The proxy's own PREPAREs in flight whose keyspace the server takes from the
-    /// connection (see [`hold_use`]).
+    /// connection (see `send::hold_use`).
     pub(super) exposed_prepares: u32,
     /// The client was given Cassandra's once-per-connection warning about `USE` with
     /// prepared statements (by the server, or by the proxy answering a PREPARE: see
-    /// [`literal_prepare`]).
+    /// [`crate::rewrite::literal_prepare`]).
     pub(super) use_warning_given: bool,
 }
 
@@ -49,12 +47,12 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Signalled whenever an upstream stream id is released.
     pub(super) freed: Notify,
-    /// Signalled when the last exposed PREPARE of the proxy's is answered (see [`hold_use`]).
+    /// Signalled when the last exposed PREPARE of the proxy's is answered (see `send::hold_use`).
     pub(super) prepares_answered: Notify,
     /// The upstream node (contact point index): the cache's node id for this connection.
     pub(super) node: u32,
     /// The address the client connected to (advertised to it when the proxy listens on a
-    /// wildcard address; see [`topology`]).
+    /// wildcard address; see [`crate::topology`]).
     pub(super) local: Option<std::net::SocketAddr>,
     /// Cancelled when the drain's grace period ends: the client reader stops.
     pub(super) closing: CancellationToken,
@@ -65,6 +63,10 @@ pub(super) struct Shared {
     /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
     /// would refuse them and the shape would be marked as failing for every connection).
     pub(super) ready: AtomicBool,
+    /// Set once the client side is framed (v5), with whether segments are LZ4-compressed (the
+    /// upstream reader sets it before the client can see READY; the client reader looks at it
+    /// before each envelope without taking the lock).
+    pub(super) client_framing: std::sync::OnceLock<bool>,
     /// The upstream node's address (what `system.local` on this connection describes).
     pub(super) home: Option<std::net::SocketAddr>,
     /// Connections to the replicas this connection routes to.
