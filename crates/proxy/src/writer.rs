@@ -9,6 +9,10 @@
 //! byte splice does, rather than also waking a writer task per direction; and answers decoded
 //! from one read leave in one write. Order is kept: once a backlog exists, everything goes
 //! behind it through the writer task until it is written.
+//!
+//! Envelopes pushed in the order they lie in the reader's buffer (a batch passed through:
+//! only their stream ids patched in place) are joined where they lie (`BytesMut::unsplit`)
+//! rather than copied, so such a batch is written from the read buffer itself.
 
 use crate::socket::WriteHalf;
 use autoprep_protocol::segment::SegmentEncoder;
@@ -108,33 +112,46 @@ impl Outbox {
 
     /// Pushes `out` (written at the next [`Outbox::flush`] at the latest); waits while the
     /// backlog is over its limit.
-    pub async fn send(&self, out: Out) -> Result<(), Gone> {
-        let over = {
-            let mut st = self.inner.lock();
-            if st.closed || st.failed {
-                return Err(Gone);
+    ///
+    /// The push happens when this is called, not when the future is first polled (every
+    /// caller awaits it at once): the future returned is a few bytes, where an `async fn`
+    /// holding `out` was large enough to be built and moved with `memcpy` for every envelope.
+    pub fn send(
+        &self,
+        out: Out,
+    ) -> impl std::future::Future<Output = Result<(), Gone>> + Send + '_ {
+        let pushed = self.push(out);
+        async move {
+            if pushed? {
+                self.flush();
+                self.wait_for_room().await?;
             }
-            match out {
-                Out::Envelope(frame) => {
-                    let st = &mut *st;
-                    match &mut st.framing {
-                        Some(enc) => {
-                            enc.push(&frame, &mut st.pending);
-                            enc.finish(&mut st.pending);
-                        }
-                        None if st.pending.is_empty() => st.pending = frame,
-                        None => st.pending.extend_from_slice(&frame),
-                    }
-                }
-                Out::StartFraming { lz4 } => st.framing = Some(SegmentEncoder::new(lz4)),
-            }
-            st.pending.len() > BACKLOG_LIMIT
-        };
-        if over {
-            self.flush();
-            self.wait_for_room().await?;
+            Ok(())
         }
-        Ok(())
+    }
+
+    /// Adds `out` to what is pending; whether the backlog is now over its limit.
+    fn push(&self, out: Out) -> Result<bool, Gone> {
+        let mut st = self.inner.lock();
+        if st.closed || st.failed {
+            return Err(Gone);
+        }
+        match out {
+            Out::Envelope(frame) => {
+                let st = &mut *st;
+                match &mut st.framing {
+                    Some(enc) => {
+                        enc.push(&frame, &mut st.pending);
+                        enc.finish(&mut st.pending);
+                    }
+                    // Frames split one after the other off a read buffer (a pass-through
+                    // batch) join where they lie, without a copy; others are copied.
+                    None => st.pending.unsplit(frame),
+                }
+            }
+            Out::StartFraming { lz4 } => st.framing = Some(SegmentEncoder::new(lz4)),
+        }
+        Ok(st.pending.len() > BACKLOG_LIMIT)
     }
 
     /// Writes what was pushed: on plain TCP straight to the socket when it takes it and the
