@@ -32,6 +32,12 @@ impl<'a> ExecuteView<'a> {
             params,
         })
     }
+
+    /// The prepared id alone (the body's first field, in every version), without reading the
+    /// parameters: enough to tell whether the statement is one the caller knows.
+    pub fn id_of(mut body: &'a [u8]) -> Result<&'a [u8], DecodeError> {
+        read_short_bytes(&mut body)
+    }
 }
 
 /// Writes an EXECUTE body. `result_metadata_id` is required on v5 and ignored before.
@@ -64,6 +70,7 @@ mod tests {
             let mut out = Vec::new();
             encode_execute(v, &[1, 2, 3], &[9; 16], &params, &mut out).unwrap();
             let e = ExecuteView::parse(&out, v).unwrap();
+            assert_eq!(ExecuteView::id_of(&out).unwrap(), e.id);
             assert_eq!(e.id, &[1, 2, 3]);
             assert_eq!(e.params.page_size, Some(100));
             assert_eq!(e.result_metadata_id.is_some(), v == ProtocolVersion::V5);

@@ -59,7 +59,20 @@ pub(super) async fn client_to_upstream(
                 Ok(None) => break,
                 Err(e) => return refuse(e, to_client).await,
             };
-            let route = classify(env, ctx, shared, &mut scratch);
+            let route = match classify(env, ctx, shared, &mut scratch) {
+                // The common request, home as sent, takes its id and is pushed here, without
+                // building `send`'s (large) future; it waits in `send` when no id is free.
+                Route::AsSent(a) => match a.id_now(shared) {
+                    Ok((frame, up)) => {
+                        if let Err(end) = send_upstream(to_upstream, frame, up).await {
+                            return end;
+                        }
+                        continue;
+                    }
+                    Err(a) => Route::AsSent(a),
+                },
+                route => route,
+            };
             if let Err(end) = send(route, ctx, shared, to_upstream).await {
                 return end;
             }
@@ -129,6 +142,45 @@ struct AsSent {
     shape: Option<ShapeRef>,
     group: Group,
     then: ShapePrepares,
+}
+
+impl AsSent {
+    /// Its frame and an upstream id taken now, when nothing has to happen before it is sent
+    /// (a `USE` waits for the proxy's exposed PREPAREs) or after (the proxy's own PREPAREs)
+    /// and an id is free; otherwise it is given back for [`send`]. (Given back by value: it
+    /// moves once, to `send`; boxing it would allocate for every request that waits.)
+    #[allow(clippy::result_large_err)]
+    fn id_now(self, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
+        let plain = self.then.prepares.is_empty()
+            && !matches!(
+                self.pending,
+                Pending::Client {
+                    use_keyspace: true,
+                    ..
+                }
+            );
+        if !plain {
+            return Err(self);
+        }
+        let AsSent {
+            frame,
+            pending,
+            shape,
+            group,
+            then,
+        } = self;
+        let taken = shared.lock().streams.allocate_tagged(pending, shape, group);
+        match taken {
+            Ok(up) => Ok((frame, up)),
+            Err((pending, shape)) => Err(AsSent {
+                frame,
+                pending,
+                shape,
+                group,
+                then,
+            }),
+        }
+    }
 }
 
 /// The proxy's own PREPAREs of shapes, sent after the request (the rewrite asked for them).

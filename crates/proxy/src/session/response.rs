@@ -67,7 +67,19 @@ pub(super) async fn upstream_to_client(
                     );
                     continue;
                 };
-                match on_response(env, pending, ctx, shared, to_upstream).await {
+                let answer = match pending {
+                    // The common answer handled here as `on_response` would, without building
+                    // its (large) future: to a request forwarded as it was.
+                    Pending::Client {
+                        stream,
+                        use_keyspace: false,
+                    } if header.opcode != Opcode::SUPPORTED => {
+                        env.set_stream(StreamId(stream));
+                        Ok(Some(env))
+                    }
+                    pending => on_response(env, pending, ctx, shared, to_upstream).await,
+                };
+                match answer {
                     Ok(Some(e)) => {
                         ctx.metrics.responded(tag);
                         env = e
@@ -134,7 +146,9 @@ pub(super) async fn upstream_to_client(
             biased;
             read = reader.read_from(&mut rd) => read,
             () = &mut client_stopped, if !stopping => continue,
-            () = tokio::time::sleep(Duration::from_millis(10)), if links_busy => continue,
+            // An async block: a disabled branch's future is still built, and building a
+            // `Sleep` reads the clock.
+            () = async { tokio::time::sleep(Duration::from_millis(10)).await }, if links_busy => continue,
         };
         match read {
             Ok(0) => return End::UpstreamClosed,

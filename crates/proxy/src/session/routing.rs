@@ -205,10 +205,14 @@ pub(super) fn client_prepared(
 /// What routing a client's own EXECUTE needs, when its statement is one the client
 /// prepared through autoprep with a partition key and the values bind it (positionally).
 pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
+    use autoprep_protocol::message::execute::ExecuteView;
     let rb = RequestBody::parse(header, body).ok()?;
-    let e =
-        autoprep_protocol::message::execute::ExecuteView::parse(rb.message, header.version).ok()?;
-    let entry = ctx.cluster.client_statement(e.id)?;
+    // The id first: an EXECUTE of a statement not prepared through autoprep (the common case
+    // until a cluster view says there is one node) needs no parameters read.
+    let entry = ctx
+        .cluster
+        .client_statement(ExecuteView::id_of(rb.message).ok()?)?;
+    let e = ExecuteView::parse(rb.message, header.version).ok()?;
     let values = e.params.values.filter(|v| !v.named)?;
     let token = rewrite::partition_token(&entry.pk_indexes, values.raw)?;
     Some(Route {
