@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 /// The counters of one proxy process.
 #[derive(Debug, Default)]
@@ -199,8 +200,14 @@ impl Metrics {
     /// A response is going to the client: observes how long its request took, overall and for
     /// its statement shape.
     pub fn responded(&self, tag: Tag) {
+        self.responded_at(tag, Instant::now());
+    }
+
+    /// [`Metrics::responded`] for a response read at `now` (a reader reads the clock once for
+    /// every response one read brought).
+    pub fn responded_at(&self, tag: Tag, now: Instant) {
         let Some(started) = tag.started else { return };
-        let took = started.elapsed();
+        let took = now.saturating_duration_since(started);
         self.request_duration.observe(took);
         match tag.group {
             Group::Rewritten => self.response_rewritten.observe(took),

@@ -133,6 +133,18 @@ impl<P> StreamTable<P> {
         shape: Option<ShapeRef>,
         group: crate::control::Group,
     ) -> Result<i16, (P, Option<ShapeRef>)> {
+        self.allocate_at(pending, shape, group, Instant::now())
+    }
+
+    /// [`StreamTable::allocate_tagged`] for a request that counts as started at `started` (a
+    /// reader reads the clock once for every request one read brought).
+    pub fn allocate_at(
+        &mut self,
+        pending: P,
+        shape: Option<ShapeRef>,
+        group: crate::control::Group,
+        started: Instant,
+    ) -> Result<i16, (P, Option<ShapeRef>)> {
         let Some((idx, id)) = self.take_free_id() else {
             return Err((pending, shape));
         };
@@ -141,7 +153,7 @@ impl<P> StreamTable<P> {
             self.tags.resize_with(idx + 1, Tag::default);
         }
         self.tags[idx] = Tag {
-            started: Some(Instant::now()),
+            started: Some(started),
             shape,
             group,
         };

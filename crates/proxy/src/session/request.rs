@@ -47,6 +47,8 @@ pub(super) async fn client_to_upstream(
     let mut scratch = rewrite::Scratch::default();
     let closing = shared.closing.cancelled();
     tokio::pin!(closing);
+    // When the last read returned: the clock is read once for every request one read brought.
+    let mut read_at = Instant::now();
     loop {
         loop {
             if !reader.is_framed() {
@@ -59,10 +61,21 @@ pub(super) async fn client_to_upstream(
                 Ok(None) => break,
                 Err(e) => return refuse(e, to_client).await,
             };
+            // The common request, an EXECUTE the proxy neither rewrites nor routes, is
+            // classified and sent without building a `Route` (moved a few times otherwise).
+            let env = match plain_execute(env, read_at, ctx, shared) {
+                Ok((frame, up)) => {
+                    if let Err(end) = send_upstream(to_upstream, frame, up).await {
+                        return end;
+                    }
+                    continue;
+                }
+                Err(env) => env,
+            };
             let route = match classify(env, ctx, shared, &mut scratch) {
                 // The common request, home as sent, takes its id and is pushed here, without
                 // building `send`'s (large) future; it waits in `send` when no id is free.
-                Route::AsSent(a) => match a.id_now(shared) {
+                Route::AsSent(a) => match a.id_now(read_at, shared) {
                     Ok((frame, up)) => {
                         if let Err(end) = send_upstream(to_upstream, frame, up).await {
                             return end;
@@ -98,7 +111,7 @@ pub(super) async fn client_to_upstream(
         match read {
             Ok(0) if reader.unread().is_empty() => return End::ClientClosed,
             Ok(0) => return refuse_truncated(reader.unread(), reader.envelopes(), to_client).await,
-            Ok(_) => {}
+            Ok(_) => read_at = Instant::now(),
             Err(e) => return End::ClientIo(e),
         }
     }
@@ -150,7 +163,7 @@ impl AsSent {
     /// and an id is free; otherwise it is given back for [`send`]. (Given back by value: it
     /// moves once, to `send`; boxing it would allocate for every request that waits.)
     #[allow(clippy::result_large_err)]
-    fn id_now(self, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
+    fn id_now(self, read_at: Instant, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
         let plain = self.then.prepares.is_empty()
             && !matches!(
                 self.pending,
@@ -169,7 +182,10 @@ impl AsSent {
             group,
             then,
         } = self;
-        let taken = shared.lock().streams.allocate_tagged(pending, shape, group);
+        let taken = shared
+            .lock()
+            .streams
+            .allocate_at(pending, shape, group, read_at);
         match taken {
             Ok(up) => Ok((frame, up)),
             Err((pending, shape)) => Err(AsSent {
@@ -279,6 +295,40 @@ fn classify(
         return classify_text(env, rewrite, ctx, shared, scratch);
     }
     Route::as_sent(env, Pending::client(header.stream.0))
+}
+
+/// A client EXECUTE that [`classify`] would send home as it is (no statement prepared with
+/// literals inline to look for, no routing, no topology read to watch), with the upstream id
+/// it takes now; `Err` gives back any other request, and this one when every id is in flight
+/// (`send` then waits for one).
+#[allow(clippy::result_large_err)]
+fn plain_execute(
+    env: Envelope,
+    read_at: Instant,
+    ctx: &Context,
+    shared: &Shared,
+) -> Result<(BytesMut, i16), Envelope> {
+    let header = env.header();
+    if header.opcode != Opcode::EXECUTE {
+        return Err(env);
+    }
+    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
+    let looked_at = rewrite && (ctx.rewriter.literals.holds_any() || ctx.cluster.may_route());
+    if looked_at || ctx.topology.has_prepared() {
+        return Err(env);
+    }
+    let pending = Pending::client(header.stream.0);
+    let taken = shared
+        .lock()
+        .streams
+        .allocate_at(pending, None, Group::Other, read_at);
+    match taken {
+        Ok(up) => {
+            ctx.metrics.request(Opcode::EXECUTE.0);
+            Ok((env.into_frame(), up))
+        }
+        Err(_) => Err(env),
+    }
 }
 
 /// Keeps what the connection's handshake negotiates (compression) and, when routing is on,

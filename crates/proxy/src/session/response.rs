@@ -42,6 +42,8 @@ pub(super) async fn upstream_to_client(
     let mut reader = FrameReader::new(Direction::Response, ctx.cfg.max_frame_bytes);
     let client_stopped = shared.client_stopped.cancelled();
     tokio::pin!(client_stopped);
+    // When the last read returned: the clock is read once for every answer one read brought.
+    let mut read_at = Instant::now();
     loop {
         loop {
             let mut env = match reader.next() {
@@ -81,7 +83,7 @@ pub(super) async fn upstream_to_client(
                 };
                 match answer {
                     Ok(Some(e)) => {
-                        ctx.metrics.responded(tag);
+                        ctx.metrics.responded_at(tag, read_at);
                         env = e
                     }
                     Ok(None) => continue,
@@ -152,7 +154,7 @@ pub(super) async fn upstream_to_client(
         };
         match read {
             Ok(0) => return End::UpstreamClosed,
-            Ok(_) => {}
+            Ok(_) => read_at = Instant::now(),
             Err(e) => return End::UpstreamIo(e),
         }
     }
