@@ -3,10 +3,10 @@
 //! as their shapes.
 
 use super::{
-    bind_values, client_values_fit, finish_frame, keyspace_field_fits, lookup, pass, start_frame,
-    ConnKeyspace, Decision, PrepareRequest, Rewriter, Used,
+    bind_values, client_values_fit, finish_frame, keyspace_field_fits, lookup_shape, pass,
+    start_frame, ConnKeyspace, Decision, PrepareRequest, Rewriter, Used,
 };
-use autoprep_cache::{Lookup, ShapeKey};
+use autoprep_cache::Lookup;
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::envelope::{Header, Opcode};
 use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchQuery, BatchView};
@@ -91,14 +91,8 @@ pub fn decide_batch(
             return pass("excluded");
         }
         let hash = shape.hash(keyspace);
-        let key = ShapeKey {
-            node,
-            hash,
-            keyspace,
-            text: &shape.text,
-        };
-        let scylla = rw.flavors.is_scylla(node);
-        match lookup(rw, &key, scylla, now) {
+        let (found, scylla) = lookup_shape(rw, node, &shape, hash, keyspace, now);
+        match found {
             Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
                 let start = scratch.len();
                 if let Err(r) = bind_values(
@@ -124,12 +118,7 @@ pub fn decide_batch(
             }
             Lookup::PrepareNow => {
                 missing = Some("preparing");
-                prepare.push(PrepareRequest {
-                    hash,
-                    fingerprint: shape.fingerprint(keyspace),
-                    text: shape.text.clone(),
-                    keyspace: keyspace.map(str::to_owned),
-                });
+                prepare.push(PrepareRequest::of(&shape, hash, keyspace));
             }
             Lookup::Wait => missing = missing.or(Some("not prepared yet")),
             Lookup::Negative(r) => return pass(r),

@@ -157,12 +157,7 @@ pub fn decide_prepare(
     let entry = match rw.cache.lookup(&key, now) {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow if conn.may_prepare => {
-            return PrepareDecision::PrepareShape(PrepareRequest {
-                hash,
-                fingerprint: shape.fingerprint(keyspace),
-                text: shape.text.clone(),
-                keyspace: keyspace.map(str::to_owned),
-            })
+            return PrepareDecision::PrepareShape(PrepareRequest::of(&shape, hash, keyspace))
         }
         Lookup::PrepareNow => {
             rw.cache.abandoned(conn.node, hash);

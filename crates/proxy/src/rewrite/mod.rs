@@ -134,6 +134,18 @@ pub struct PrepareRequest {
     pub keyspace: Option<String>,
 }
 
+impl PrepareRequest {
+    /// The PREPARE of `shape` (its cache key `hash`) running in `keyspace`.
+    pub fn of(shape: &Shape<'_>, hash: ShapeHash, keyspace: Option<&str>) -> PrepareRequest {
+        PrepareRequest {
+            hash,
+            fingerprint: shape.fingerprint(keyspace),
+            text: shape.text.clone(),
+            keyspace: keyspace.map(str::to_owned),
+        }
+    }
+}
+
 /// The prepared statements a rewritten request uses, to forget on UNPREPARED.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Used {
@@ -328,6 +340,26 @@ fn bind_values(
 /// Looks a shape up in the cache. Against ScyllaDB (see [`crate::flavor`]) a shape is admitted
 /// at its third sighting at the earliest, and prepared only while the node holds fewer shapes
 /// than its budget; one over budget goes through as written for the cache's negative time.
+/// [`lookup`] of `shape` (under `hash`, running in `keyspace`) on `node`, with whether the
+/// node is ScyllaDB.
+pub(super) fn lookup_shape(
+    rw: &Rewriter,
+    node: u32,
+    shape: &Shape<'_>,
+    hash: ShapeHash,
+    keyspace: Option<&str>,
+    now: Instant,
+) -> (Lookup, bool) {
+    let key = ShapeKey {
+        node,
+        hash,
+        keyspace,
+        text: &shape.text,
+    };
+    let scylla = rw.flavors.is_scylla(node);
+    (lookup(rw, &key, scylla, now), scylla)
+}
+
 fn lookup(rw: &Rewriter, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Lookup {
     if !scylla {
         return rw.cache.lookup(key, now);
@@ -467,24 +499,13 @@ fn decide_shape(
     let keyspace = params.keyspace.or(conn_keyspace);
     let hash = shape.hash(keyspace);
     *shape_stats = Some(rw.shapes.enter(hash, keyspace, &shape.text));
-    let key = ShapeKey {
-        node,
-        hash,
-        keyspace,
-        text: &shape.text,
-    };
-    let scylla = rw.flavors.is_scylla(node);
-    let entry = match lookup(rw, &key, scylla, now) {
+    let (found, scylla) = lookup_shape(rw, node, shape, hash, keyspace, now);
+    let entry = match found {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow => {
             return Decision::PassThrough {
                 reason: "preparing",
-                prepare: vec![PrepareRequest {
-                    hash,
-                    fingerprint: shape.fingerprint(keyspace),
-                    text: shape.text.clone(),
-                    keyspace: keyspace.map(str::to_owned),
-                }],
+                prepare: vec![PrepareRequest::of(shape, hash, keyspace)],
                 use_keyspace: false,
             }
         }
