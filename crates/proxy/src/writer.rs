@@ -54,6 +54,20 @@ struct State {
     failed: bool,
 }
 
+impl State {
+    /// Closes the v5 segment being gathered, so that `pending` holds only whole segments: called
+    /// before its bytes are written.
+    fn seal(&mut self) {
+        // After a failure `pending` was dropped, and with it any segment being gathered.
+        if self.failed {
+            return;
+        }
+        if let Some(enc) = &mut self.framing {
+            enc.finish(&mut self.pending);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     state: Mutex<State>,
@@ -140,10 +154,10 @@ impl Outbox {
             Out::Envelope(frame) => {
                 let st = &mut *st;
                 match &mut st.framing {
-                    Some(enc) => {
-                        enc.push(&frame, &mut st.pending);
-                        enc.finish(&mut st.pending);
-                    }
+                    // The segment stays open for the envelopes that follow until the bytes
+                    // are written (`State::seal`): one segment per write, as drivers and the
+                    // server pack them, rather than one per envelope.
+                    Some(enc) => enc.push(&frame, &mut st.pending),
                     // Frames split one after the other off a read buffer (a pass-through
                     // batch) join where they lie, without a copy; others are copied.
                     None => st.pending.unsplit(frame),
@@ -158,6 +172,7 @@ impl Outbox {
     /// writer task has no backlog; whatever is left goes to the writer task.
     pub fn flush(&self) {
         let mut st = self.inner.lock();
+        st.seal();
         if st.pending.is_empty() || st.writer_busy || st.failed {
             return;
         }
@@ -222,6 +237,7 @@ async fn write_backlog(
     loop {
         let chunk = {
             let mut st = inner.lock();
+            st.seal();
             let tls = matches!(sock, Either::Right(_));
             if st.failed {
                 break;
@@ -284,4 +300,64 @@ async fn write_all<W: AsyncWrite + Unpin>(sock: &mut W, bytes: &[u8]) -> std::io
     sock.write_all(bytes).await?;
     // TLS keeps what the socket did not take yet.
     sock.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoprep_protocol::segment::SegmentDecoder;
+    use tokio::io::AsyncReadExt;
+
+    /// A v4-shaped envelope of 9 bytes with `tag` as its stream id.
+    fn envelope(tag: u8) -> BytesMut {
+        BytesMut::from(&[0x05, 0, 0, tag, 0x07, 0, 0, 0, 0][..])
+    }
+
+    /// The segments of everything one outbox writes for `pushes` (each flushed at once when
+    /// `flushes_between`).
+    async fn segments_of(pushes: &[&[u8]], flushes_between: bool, lz4: bool) -> Vec<Vec<u8>> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        let (_rd, wr) = crate::socket::into_split(crate::socket::plain(a.unwrap()));
+        let (outbox, task) = Outbox::new(wr, None);
+        tokio::spawn(task);
+        outbox.send(Out::StartFraming { lz4 }).await.unwrap();
+        for p in pushes {
+            outbox
+                .send(Out::Envelope(BytesMut::from(*p)))
+                .await
+                .unwrap();
+            if flushes_between {
+                outbox.flush();
+            }
+        }
+        outbox.flush();
+        let want: usize = pushes.iter().map(|p| p.len()).sum();
+        let (mut sock, _) = b.unwrap();
+        let decoder = SegmentDecoder::new(lz4);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut got = 0;
+        while got < want {
+            sock.read_buf(&mut buf).await.unwrap();
+            while let Some(s) = decoder.decode(&mut buf).unwrap() {
+                got += s.payload.len();
+                out.push(s.payload.to_vec());
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn envelopes_pushed_between_two_writes_share_one_segment() {
+        let (a, b, c) = (envelope(1), envelope(2), envelope(3));
+        for lz4 in [false, true] {
+            let segs = segments_of(&[&a, &b, &c], false, lz4).await;
+            assert_eq!(segs, vec![[&a[..], &b[..], &c[..]].concat()], "lz4 {lz4}");
+            // Flushed after each: a segment each (each is written at once).
+            let segs = segments_of(&[&a, &b, &c], true, lz4).await;
+            assert_eq!(segs, vec![a.to_vec(), b.to_vec(), c.to_vec()], "lz4 {lz4}");
+        }
+    }
 }
