@@ -270,35 +270,59 @@ fn classify(
     }
     ctx.metrics.request(header.opcode.0);
     note_handshake(&env, ctx, shared);
-    // Rewriting waits until the connection is authenticated (see `Shared::ready`).
-    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-    let (is_query, is_batch, is_execute) = (
-        header.opcode == Opcode::QUERY,
-        header.opcode == Opcode::BATCH,
-        header.opcode == Opcode::EXECUTE,
-    );
-    // A client's EXECUTE of a statement it prepared with literals inline, and the client's own
-    // prepared statements routing can send to a replica: one read of the body serves both.
-    let literal_execute = is_execute && rewrite && ctx.rewriter.literals.holds_any();
-    let route_client = (is_execute || is_batch) && rewrite && ctx.cluster.may_route();
-    let env = if literal_execute || route_client {
-        match classify_prepared(env, literal_execute, route_client, ctx, shared, scratch) {
+    let i = Interest::of(header.opcode, ctx, shared);
+    let env = if i.literal_execute || i.route_client {
+        match classify_prepared(env, &i, ctx, shared, scratch) {
             Ok(route) => return route,
             Err(env) => env,
         }
     } else {
         env
     };
-    let topology_candidate =
-        is_query || header.opcode == Opcode::PREPARE || is_execute && ctx.topology.has_prepared();
-    if topology_candidate || rewrite && is_batch {
-        return classify_text(env, rewrite, ctx, shared, scratch);
+    if i.text {
+        return classify_text(env, i.rewrite, ctx, shared, scratch);
     }
     Route::as_sent(env, Pending::client(header.stream.0))
 }
 
-/// A client EXECUTE that [`classify`] would send home as it is (no statement prepared with
-/// literals inline to look for, no routing, no topology read to watch), with the upstream id
+/// What the proxy reads a client request for, from its opcode and the connection's state; a
+/// request it reads for nothing goes home as sent, its body unread.
+struct Interest {
+    /// The connection is authenticated and rewriting is on (see `Shared::ready`).
+    rewrite: bool,
+    /// An EXECUTE of a statement the client may have prepared with literals inline.
+    literal_execute: bool,
+    /// An EXECUTE or BATCH of the client's own prepared statements, which routing may send to
+    /// a replica (one read of the body serves this and `literal_execute`).
+    route_client: bool,
+    /// CQL text to look at (QUERY, PREPARE, a BATCH to rewrite) or an EXECUTE that may read
+    /// the topology.
+    text: bool,
+}
+
+impl Interest {
+    fn of(opcode: Opcode, ctx: &Context, shared: &Shared) -> Interest {
+        let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
+        let (is_batch, is_execute) = (opcode == Opcode::BATCH, opcode == Opcode::EXECUTE);
+        Interest {
+            rewrite,
+            literal_execute: is_execute && rewrite && ctx.rewriter.literals.holds_any(),
+            route_client: (is_execute || is_batch) && rewrite && ctx.cluster.may_route(),
+            text: opcode == Opcode::QUERY
+                || opcode == Opcode::PREPARE
+                || is_execute && ctx.topology.has_prepared()
+                || rewrite && is_batch,
+        }
+    }
+
+    /// Read for nothing: home as sent.
+    fn none(&self) -> bool {
+        !(self.literal_execute || self.route_client || self.text)
+    }
+}
+
+/// A client EXECUTE that [`classify`] would send home as it is (read for nothing: see
+/// [`Interest`]), with the upstream id
 /// it takes now; `Err` gives back any other request, and this one when every id is in flight
 /// (`send` then waits for one).
 #[allow(clippy::result_large_err)]
@@ -309,12 +333,7 @@ fn plain_execute(
     shared: &Shared,
 ) -> Result<(BytesMut, i16), Envelope> {
     let header = env.header();
-    if header.opcode != Opcode::EXECUTE {
-        return Err(env);
-    }
-    let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-    let looked_at = rewrite && (ctx.rewriter.literals.holds_any() || ctx.cluster.may_route());
-    if looked_at || ctx.topology.has_prepared() {
+    if header.opcode != Opcode::EXECUTE || !Interest::of(header.opcode, ctx, shared).none() {
         return Err(env);
     }
     let pending = Pending::client(header.stream.0);
@@ -367,8 +386,7 @@ fn note_handshake(env: &Envelope, ctx: &Context, shared: &Shared) {
 /// statement routing knows goes to a replica. `Err` gives the request back when neither applies.
 fn classify_prepared(
     env: Envelope,
-    literal_execute: bool,
-    route_client: bool,
+    i: &Interest,
     ctx: &Context,
     shared: &Shared,
     scratch: &mut rewrite::Scratch,
@@ -378,7 +396,7 @@ fn classify_prepared(
     let conn = ConnState::of(shared);
     let body = plain_body(&env, conn.compression, ctx.cfg.max_frame_bytes);
     let decided = match &body {
-        Some(b) if literal_execute => literal_prepare::decide_execute(
+        Some(b) if i.literal_execute => literal_prepare::decide_execute(
             &ctx.rewriter,
             shared.node,
             &header,
@@ -427,7 +445,7 @@ fn classify_prepared(
         }
         None => {}
     }
-    let route = body.as_deref().filter(|_| route_client).and_then(|b| {
+    let route = body.as_deref().filter(|_| i.route_client).and_then(|b| {
         if header.opcode == Opcode::EXECUTE {
             routing::client_execute(ctx, &header, b)
         } else {
