@@ -354,6 +354,34 @@ impl EnvelopeDecoder {
         }
         Ok(Some(Envelope::from_parts(header, buf.split_to(total))))
     }
+
+    /// Splits off the front of `buf` the longest run of whole envelopes that `restream`
+    /// accepts, each under the stream id `restream` gives it (written in place), as one
+    /// buffer; `None` when the first envelope is not accepted. Only whole, well-formed
+    /// envelopes are offered to `restream` (and each at most once): an incomplete or malformed
+    /// one ends the run, and [`EnvelopeDecoder::decode`] then waits for it or reports it.
+    ///
+    /// This serves a forwarder passing a batch through with new stream ids: one split and one
+    /// buffer for the batch, where decoding each envelope splits and joins once per envelope.
+    pub fn take_run(
+        &self,
+        buf: &mut BytesMut,
+        mut restream: impl FnMut(&Header) -> Option<StreamId>,
+    ) -> Option<BytesMut> {
+        let mut end = 0;
+        while let Ok(Some(header)) = self.peek_header(&buf[end..]) {
+            let total = HEADER_LEN + header.length;
+            if buf.len() - end < total {
+                break;
+            }
+            let Some(stream) = restream(&header) else {
+                break;
+            };
+            buf[end + 2..end + 4].copy_from_slice(&stream.0.to_be_bytes());
+            end += total;
+        }
+        (end > 0).then(|| buf.split_to(end))
+    }
 }
 
 #[cfg(test)]
@@ -459,6 +487,62 @@ mod tests {
             prop_assert_eq!(back.header(), &h);
             prop_assert_eq!(back.body(), &body[..]);
             prop_assert!(buf.is_empty());
+        }
+
+        /// A run taken off a buffer is what decoding each envelope and setting its stream
+        /// would give, joined; it ends at the first envelope refused, incomplete or malformed,
+        /// and leaves the rest as it was.
+        #[test]
+        fn take_run_is_decode_and_set_stream(
+            envelopes in proptest::collection::vec(
+                (any::<i16>(), 0u8..20, proptest::collection::vec(any::<u8>(), 0..40)), 0..8),
+            tail in proptest::collection::vec(any::<u8>(), 0..12),
+            refuse_opcode in 0u8..20,
+        ) {
+            let mut wire = Vec::new();
+            for (stream, opcode, body) in &envelopes {
+                let mut v = header(4, *stream, *opcode, body.len() as i32);
+                v.extend_from_slice(body);
+                wire.extend_from_slice(&v);
+            }
+            wire.extend_from_slice(&tail);
+            let d = EnvelopeDecoder::new(Direction::Request, 64);
+            let restream = |h: &Header| {
+                (h.opcode.0 != refuse_opcode).then(|| StreamId(h.stream.0.wrapping_add(1)))
+            };
+
+            let mut expected = BytesMut::new();
+            let mut rest = BytesMut::from(&wire[..]);
+            loop {
+                let before = rest.clone();
+                match d.decode(&mut rest) {
+                    Ok(Some(mut e)) => match restream(e.header()) {
+                        Some(s) => {
+                            e.set_stream(s);
+                            expected.extend_from_slice(e.as_bytes());
+                        }
+                        None => {
+                            rest = before;
+                            break;
+                        }
+                    },
+                    _ => {
+                        rest = before;
+                        break;
+                    }
+                }
+            }
+
+            let mut buf = BytesMut::from(&wire[..]);
+            let mut offered = 0;
+            let run = d.take_run(&mut buf, |h| {
+                offered += 1;
+                restream(h)
+            });
+            prop_assert_eq!(run.as_deref().unwrap_or_default(), &expected[..]);
+            prop_assert_eq!(run.is_none(), expected.is_empty());
+            prop_assert_eq!(&buf[..], &rest[..]);
+            prop_assert!(offered <= envelopes.len());
         }
     }
 }

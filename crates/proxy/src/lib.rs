@@ -57,6 +57,7 @@ pub mod server;
 pub mod session;
 pub mod shapes;
 pub mod socket;
+pub mod stamp;
 pub mod streams;
 pub mod tls;
 pub mod topology;

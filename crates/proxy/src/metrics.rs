@@ -8,6 +8,7 @@
 //! on the data path for a format that is a few lines of `write!`.
 
 use crate::control::Group;
+use crate::stamp::Stamp;
 use crate::streams::Tag;
 use autoprep_cache::CacheStats;
 use autoprep_protocol::envelope::Opcode;
@@ -16,7 +17,6 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use std::time::Instant;
 
 /// The counters of one proxy process.
 #[derive(Debug, Default)]
@@ -118,9 +118,14 @@ pub struct LiteralStats {
 impl Metrics {
     /// Counts a client request by opcode.
     pub fn request(&self, opcode: u8) {
+        self.requests_of(opcode, 1);
+    }
+
+    /// Counts `n` client requests of one opcode (a batch passed through at once).
+    pub fn requests_of(&self, opcode: u8, n: u64) {
         match self.requests.get(usize::from(opcode)) {
-            Some(c) => c.fetch_add(1, Ordering::Relaxed),
-            None => self.requests_other.fetch_add(1, Ordering::Relaxed),
+            Some(c) => c.fetch_add(n, Ordering::Relaxed),
+            None => self.requests_other.fetch_add(n, Ordering::Relaxed),
         };
     }
 
@@ -200,15 +205,19 @@ impl Metrics {
     /// A response is going to the client: observes how long its request took, overall and for
     /// its statement shape.
     pub fn responded(&self, tag: Tag) {
-        self.responded_at(tag, Instant::now());
+        self.responded_at(tag, Stamp::now());
     }
 
     /// [`Metrics::responded`] for a response read at `now` (a reader reads the clock once for
     /// every response one read brought).
-    pub fn responded_at(&self, tag: Tag, now: Instant) {
+    pub fn responded_at(&self, tag: Tag, now: Stamp) {
         let Some(started) = tag.started else { return };
-        let took = now.saturating_duration_since(started);
-        self.request_duration.observe(took);
+        let nanos = now.nanos_since(started);
+        self.request_duration.observe_nanos(nanos);
+        if matches!(tag.group, Group::Other) && tag.shape.is_none() {
+            return;
+        }
+        let took = Duration::from_nanos(nanos);
         match tag.group {
             Group::Rewritten => self.response_rewritten.observe(took),
             Group::Control => self.response_control.observe(took),
@@ -657,7 +666,11 @@ pub struct Histogram {
 impl Histogram {
     /// Records one duration.
     pub fn observe(&self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.observe_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// [`Histogram::observe`] for a duration in nanoseconds.
+    pub fn observe_nanos(&self, ns: u64) {
         let i = BUCKETS.partition_point(|(bound, _)| *bound < ns);
         if let Some(c) = self.counts.get(i) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -892,7 +905,7 @@ mod tests {
         );
         for group in [Group::Rewritten, Group::Control, Group::Other] {
             m.responded(Tag {
-                started: Some(std::time::Instant::now()),
+                started: Some(crate::stamp::Stamp::now()),
                 shape: Some(shape.clone()),
                 group,
             });

@@ -7,7 +7,7 @@
 //! the id and the statement shape it runs.
 
 use crate::shapes::ShapeRef;
-use std::time::Instant;
+use crate::stamp::Stamp;
 
 /// Stream ids 0..=32767 are the client's side of the protocol (negative ids are the server's).
 pub const STREAM_COUNT: usize = 32768;
@@ -17,7 +17,7 @@ pub const STREAM_COUNT: usize = 32768;
 pub struct Tag {
     /// When the request took its id. Kept across a replay under the same id
     /// ([`StreamTable::allocate_exact`]), so a replayed request counts from its first send.
-    pub started: Option<Instant>,
+    pub started: Option<Stamp>,
     /// The statement shape of a normalized QUERY.
     pub shape: Option<ShapeRef>,
     /// Whether its response time is one of the control comparison's (see [`crate::control`]).
@@ -133,7 +133,7 @@ impl<P> StreamTable<P> {
         shape: Option<ShapeRef>,
         group: crate::control::Group,
     ) -> Result<i16, (P, Option<ShapeRef>)> {
-        self.allocate_at(pending, shape, group, Instant::now())
+        self.allocate_at(pending, shape, group, Stamp::now())
     }
 
     /// [`StreamTable::allocate_tagged`] for a request that counts as started at `started` (a
@@ -143,7 +143,7 @@ impl<P> StreamTable<P> {
         pending: P,
         shape: Option<ShapeRef>,
         group: crate::control::Group,
-        started: Instant,
+        started: Stamp,
     ) -> Result<i16, (P, Option<ShapeRef>)> {
         let Some((idx, id)) = self.take_free_id() else {
             return Err((pending, shape));
@@ -176,6 +176,19 @@ impl<P> StreamTable<P> {
             _ => Tag::default(),
         };
         (pending, tag)
+    }
+
+    /// Releases `id` like [`StreamTable::release_tagged`] only if `take` accepts what it is
+    /// pending for, returning what `take` makes of it; otherwise the id stays as it was.
+    pub fn release_if<T>(
+        &mut self,
+        id: i16,
+        take: impl FnOnce(&P) -> Option<T>,
+    ) -> Option<(T, Tag)> {
+        let idx = usize::try_from(id).ok()?;
+        let taken = take(self.slots.get(idx)?.as_ref()?)?;
+        let (_, tag) = self.release_tagged(id);
+        Some((taken, tag))
     }
 
     /// Releases `id`, returning what it was used for (`None` for an id not in use).
@@ -251,6 +264,21 @@ mod tests {
         assert_eq!(t.release(77), None);
         assert_eq!(t.allocate(p(5)), Some(77));
         assert_eq!(t.release(-1), None);
+    }
+
+    #[test]
+    fn release_if_releases_only_what_it_accepts() {
+        let mut t = StreamTable::<i16>::new();
+        let a = t.allocate(p(4)).unwrap();
+        let b = t.allocate(p(-4)).unwrap();
+        let positive = |s: &i16| (*s >= 0).then_some(*s);
+        let (taken, tag) = t.release_if(a, positive).unwrap();
+        assert_eq!(taken, 4);
+        assert!(tag.started.is_some());
+        assert!(t.release_if(b, positive).is_none());
+        assert!(t.release_if(a, positive).is_none(), "released once");
+        assert_eq!(t.in_use(), 1);
+        assert_eq!(t.release(b), Some(p(-4)), "a refused id stays in use");
     }
 
     #[test]

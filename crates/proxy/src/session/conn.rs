@@ -6,7 +6,7 @@ use super::end::End;
 use crate::protocol_error;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, EnvelopeError, ProtocolVersion,
+    Direction, Envelope, EnvelopeDecoder, EnvelopeError, Header, ProtocolVersion, StreamId,
 };
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::BytesMut;
@@ -53,6 +53,20 @@ impl FrameReader {
                 .decode(&mut self.buf)
                 .map_err(SegmentError::from),
         }
+    }
+
+    /// The whole envelopes at the front of what was read that `restream` accepts, under the
+    /// stream ids it gives them, as one buffer (see [`EnvelopeDecoder::take_run`]); `None` when
+    /// the first is not accepted, and always once v5 framing started (envelopes then arrive in
+    /// segments, one at a time).
+    pub(super) fn take_run(
+        &mut self,
+        restream: impl FnMut(&Header) -> Option<StreamId>,
+    ) -> Option<BytesMut> {
+        if self.framed.is_some() {
+            return None;
+        }
+        self.envelopes.take_run(&mut self.buf, restream)
     }
 
     /// Reads more bytes from `rd` (see [`reserve_read_room`]); `Ok(0)` at its end.

@@ -97,6 +97,17 @@ impl Pending {
             use_keyspace: false,
         }
     }
+
+    /// The client's stream id of a plain forwarded request (its answer goes back as it is).
+    pub fn plain_client(&self) -> Option<i16> {
+        match self {
+            Pending::Client {
+                stream,
+                use_keyspace: false,
+            } => Some(*stream),
+            _ => None,
+        }
+    }
 }
 
 /// The cache's and the connection's epochs when a PREPARE of the proxy's was sent: its answer is

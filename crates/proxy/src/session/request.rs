@@ -22,10 +22,13 @@ use crate::rewrite::literal_prepare;
 use crate::rewrite::{self, ConnKeyspace, Decision, PrepareRequest, Used};
 use crate::schema_agreement;
 use crate::shapes::ShapeRef;
+use crate::stamp::Stamp;
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::{plain_body, Compression};
-use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion};
+use autoprep_protocol::envelope::{
+    Direction, Envelope, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
+};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
@@ -48,12 +51,17 @@ pub(super) async fn client_to_upstream(
     let closing = shared.closing.cancelled();
     tokio::pin!(closing);
     // When the last read returned: the clock is read once for every request one read brought.
-    let mut read_at = Instant::now();
+    let mut read_at = Stamp::now();
     loop {
         loop {
             if !reader.is_framed() {
                 if let Some(&lz4) = shared.client_framing.get() {
                     reader.start_framing(lz4);
+                }
+            }
+            if let Some(run) = plain_run(&mut reader, read_at, ctx, shared) {
+                if to_upstream.send(Out::Envelope(run)).await.is_err() {
+                    return End::WriterGone;
                 }
             }
             let env = match reader.next() {
@@ -111,7 +119,7 @@ pub(super) async fn client_to_upstream(
         match read {
             Ok(0) if reader.unread().is_empty() => return End::ClientClosed,
             Ok(0) => return refuse_truncated(reader.unread(), reader.envelopes(), to_client).await,
-            Ok(_) => read_at = Instant::now(),
+            Ok(_) => read_at = Stamp::now(),
             Err(e) => return End::ClientIo(e),
         }
     }
@@ -163,7 +171,7 @@ impl AsSent {
     /// and an id is free; otherwise it is given back for [`send`]. (Given back by value: it
     /// moves once, to `send`; boxing it would allocate for every request that waits.)
     #[allow(clippy::result_large_err)]
-    fn id_now(self, read_at: Instant, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
+    fn id_now(self, read_at: Stamp, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
         let plain = self.then.prepares.is_empty()
             && !matches!(
                 self.pending,
@@ -328,7 +336,7 @@ impl Interest {
 #[allow(clippy::result_large_err)]
 fn plain_execute(
     env: Envelope,
-    read_at: Instant,
+    read_at: Stamp,
     ctx: &Context,
     shared: &Shared,
 ) -> Result<(BytesMut, i16), Envelope> {
@@ -348,6 +356,41 @@ fn plain_execute(
         }
         Err(_) => Err(env),
     }
+}
+
+/// The plain EXECUTEs (see [`plain_execute`]) at the front of what was read, each under the
+/// upstream id it takes, as one buffer: what [`plain_execute`] would do to each, without
+/// splitting, pushing and joining each one. `None` when the first needs more, when no id is
+/// free, and always under v5 framing.
+fn plain_run(
+    reader: &mut FrameReader,
+    read_at: Stamp,
+    ctx: &Context,
+    shared: &Shared,
+) -> Option<BytesMut> {
+    if reader.is_framed()
+        || reader.unread().len() < HEADER_LEN
+        || !Interest::of(Opcode::EXECUTE, ctx, shared).none()
+    {
+        return None;
+    }
+    let mut st = shared.lock();
+    let mut n = 0;
+    let run = reader.take_run(|h| {
+        if h.opcode != Opcode::EXECUTE {
+            return None;
+        }
+        let pending = Pending::client(h.stream.0);
+        let up = st
+            .streams
+            .allocate_at(pending, None, Group::Other, read_at)
+            .ok()?;
+        n += 1;
+        Some(StreamId(up))
+    });
+    drop(st);
+    ctx.metrics.requests_of(Opcode::EXECUTE.0, n);
+    run
 }
 
 /// Keeps what the connection's handshake negotiates (compression) and, when routing is on,

@@ -20,11 +20,14 @@ use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::plain_body;
 use autoprep_protocol::envelope::Flags;
-use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
+use autoprep_protocol::envelope::{
+    Direction, Envelope, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
+};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
 use bytes::{Bytes, BytesMut};
 
+use crate::stamp::Stamp;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use std::time::Instant;
@@ -43,9 +46,14 @@ pub(super) async fn upstream_to_client(
     let client_stopped = shared.client_stopped.cancelled();
     tokio::pin!(client_stopped);
     // When the last read returned: the clock is read once for every answer one read brought.
-    let mut read_at = Instant::now();
+    let mut read_at = Stamp::now();
     loop {
         loop {
+            if let Some(run) = answer_run(&mut reader, read_at, ctx, shared) {
+                if to_client.send(Out::Envelope(run)).await.is_err() {
+                    return End::WriterGone;
+                }
+            }
             let mut env = match reader.next() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
@@ -60,8 +68,14 @@ pub(super) async fn upstream_to_client(
                 continue;
             }
             if header.stream.0 >= 0 {
-                let (pending, tag) = shared.lock().streams.release_tagged(header.stream.0);
-                shared.freed.notify_one();
+                let (pending, tag, wake) = {
+                    let mut st = shared.lock();
+                    let (pending, tag) = st.streams.release_tagged(header.stream.0);
+                    (pending, tag, st.id_wanted())
+                };
+                if wake {
+                    shared.freed.notify_one();
+                }
                 let Some(pending) = pending else {
                     warn!(
                         stream = header.stream.0,
@@ -154,10 +168,46 @@ pub(super) async fn upstream_to_client(
         };
         match read {
             Ok(0) => return End::UpstreamClosed,
-            Ok(_) => read_at = Instant::now(),
+            Ok(_) => read_at = Stamp::now(),
             Err(e) => return End::UpstreamIo(e),
         }
     }
+}
+
+/// The answers at the front of what was read that go back as they are (RESULTs and ERRORs
+/// without warnings, to requests forwarded as sent), each under its client's stream id, as one
+/// buffer: what the loop above would do to each, without splitting, pushing and joining each
+/// one. `None` when the first answer needs more (and always under v5 framing).
+fn answer_run(
+    reader: &mut FrameReader,
+    read_at: Stamp,
+    ctx: &Context,
+    shared: &Shared,
+) -> Option<BytesMut> {
+    if reader.is_framed() || reader.unread().len() < HEADER_LEN {
+        return None;
+    }
+    let mut st = shared.lock();
+    let mut released = 0u32;
+    let run = reader.take_run(|h| {
+        let plain = h.stream.0 >= 0
+            && (h.opcode == Opcode::RESULT || h.opcode == Opcode::ERROR)
+            && !h.flags.has(Flags::WARNING);
+        if !plain {
+            return None;
+        }
+        let (stream, tag) = st.streams.release_if(h.stream.0, Pending::plain_client)?;
+        ctx.metrics.responded_at(tag, read_at);
+        released += 1;
+        Some(StreamId(stream))
+    });
+    // One signal for each id a waiting sender may take.
+    let wake = released.min(st.id_waiters);
+    drop(st);
+    for _ in 0..wake {
+        shared.freed.notify_one();
+    }
+    run
 }
 
 /// Whether a server-initiated envelope (an EVENT) reaches the client (see [`topology`]).

@@ -141,7 +141,7 @@ pub(super) async fn route(
             .get(..7)
             .is_some_and(|t| t.eq_ignore_ascii_case("SELECT ")),
         tag: crate::streams::Tag {
-            started: Some(now),
+            started: Some(crate::stamp::Stamp::of(now)),
             shape: req.shape,
             group: req.group,
         },

@@ -41,10 +41,21 @@ pub(super) async fn allocate_in(
     mut shape: Option<ShapeRef>,
     group: Group,
 ) -> i16 {
+    let mut waiting = false;
     loop {
-        match shared.lock().streams.allocate_tagged(pending, shape, group) {
-            Ok(id) => return id,
-            Err(back) => (pending, shape) = back,
+        {
+            let mut st = shared.lock();
+            if waiting {
+                st.id_waiters -= 1;
+            }
+            match st.streams.allocate_tagged(pending, shape, group) {
+                Ok(id) => return id,
+                Err(back) => (pending, shape) = back,
+            }
+            // Counted under the lock the allocation failed under: every release after it
+            // sees the count and signals `freed` (whose permit waits if nobody listens yet).
+            st.id_waiters += 1;
+            waiting = true;
         }
         // All ids are in flight: wait for a response to free one (backpressure).
         let freed = shared.freed.notified();

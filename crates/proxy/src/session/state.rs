@@ -19,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) streams: StreamTable<Pending>,
+    /// Senders waiting for a free upstream stream id (see `send::allocate_in`): only then does
+    /// a response's release signal `Shared::freed`.
+    pub(super) id_waiters: u32,
     /// STARTUP asked for LZ4 (used for v5 segment compression).
     pub(super) lz4_requested: bool,
     /// v3/v4 body compression negotiated by STARTUP.
@@ -45,7 +48,7 @@ pub(super) struct State {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) state: Mutex<State>,
-    /// Signalled whenever an upstream stream id is released.
+    /// Signalled when an upstream stream id is released while a sender waits for one.
     pub(super) freed: Notify,
     /// Signalled when the last exposed PREPARE of the proxy's is answered (see `send::hold_use`).
     pub(super) prepares_answered: Notify,
@@ -80,6 +83,13 @@ impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means another reader panicked; the state is still usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// Whether a release of upstream ids should signal `Shared::freed`: a sender waits for one.
+    pub(super) fn id_wanted(&self) -> bool {
+        self.id_waiters > 0
     }
 }
 
