@@ -2,7 +2,8 @@
 //!
 //! - a v4 QUERY (a ~150-byte INSERT with consistency ONE and no values): envelope decode,
 //!   `QueryView::parse`, `encode_query` into a reused buffer; and the pass-through path
-//!   (decode + `set_stream`);
+//!   (decode + `set_stream`), and for a read of 64 of them, envelope by envelope or as one
+//!   run (`EnvelopeDecoder::take_run`);
 //! - the 100-row RESULT captured from Cassandra (`v4_result_rows_hundred.bin`): envelope decode,
 //!   `ResultView::parse`, every row and cell walked, the envelope re-encoded; and pass-through;
 //! - v5: `FramedDecoder` over a segment carrying that result, and `SegmentEncoder` framing it,
@@ -96,6 +97,37 @@ fn query(c: &mut Criterion) {
             let mut env = requests.decode(&mut buf).unwrap().unwrap();
             env.set_stream(StreamId(77));
             black_box(env.as_bytes());
+        })
+    });
+    g.finish();
+
+    // A read bringing 64 such requests, passed through with new stream ids: one envelope at a
+    // time (split off, restreamed, joined to what goes out) or as one run.
+    let batch: Vec<u8> = frame.iter().copied().cycle().take(frame.len() * 64).collect();
+    let mut g = c.benchmark_group(format!("query_v4_{}B_x64", frame.len()));
+    g.throughput(Throughput::Bytes(batch.len() as u64));
+    g.bench_function("passthrough_each", |b| {
+        b.iter(|| {
+            buf.extend_from_slice(black_box(&batch));
+            let mut outgoing = BytesMut::new();
+            let mut id = 0;
+            while let Some(mut env) = requests.decode(&mut buf).unwrap() {
+                env.set_stream(StreamId(id));
+                id += 1;
+                outgoing.unsplit(env.into_frame());
+            }
+            black_box(&outgoing);
+        })
+    });
+    g.bench_function("passthrough_run", |b| {
+        b.iter(|| {
+            buf.extend_from_slice(black_box(&batch));
+            let mut id = 0;
+            let run = requests.take_run(&mut buf, |_| {
+                id += 1;
+                Some(StreamId(id))
+            });
+            black_box(&run);
         })
     });
     g.finish();

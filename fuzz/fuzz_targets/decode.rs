@@ -2,6 +2,9 @@
 //! v5 segments (plain and LZ4) with reassembly, v4 decompression, and each message view for
 //! v3, v4 and v5, walking every row, column, type and value to the end.
 //!
+//! A run of envelopes taken at once (`EnvelopeDecoder::take_run`) must be what decoding them
+//! one by one gives.
+//!
 //! Nothing may panic, hang or allocate without bound. Beyond that, decoded envelopes must
 //! rebuild to their bytes and requests re-encoded from their views must parse back to the
 //! same encoding (an encoder may normalise flags, so the check is encode(parse(encode(x)))
@@ -58,6 +61,28 @@ fn envelopes(data: &[u8], dir: Direction) {
     while let Ok(Some(env)) = decoder.decode(&mut buf) {
         envelope(&env);
     }
+    runs(data, &decoder);
+}
+
+/// A run taken off `data` (every envelope whose opcode is even, restreamed) is what decoding
+/// envelope by envelope gives, up to the first one refused.
+fn runs(data: &[u8], decoder: &EnvelopeDecoder) {
+    let accept = |h: &Header| (h.opcode.0 % 2 == 0).then(|| StreamId(h.stream.0 ^ 1));
+    let mut buf = BytesMut::from(data);
+    let run = decoder.take_run(&mut buf, accept).unwrap_or_default();
+    let mut each = BytesMut::from(data);
+    let mut expected = Vec::new();
+    while expected.len() < run.len() {
+        let mut env = decoder
+            .decode(&mut each)
+            .expect("an envelope of a run decodes")
+            .expect("an envelope of a run is whole");
+        let stream = accept(env.header()).expect("an envelope of a run was accepted");
+        env.set_stream(stream);
+        expected.extend_from_slice(env.as_bytes());
+    }
+    assert_eq!(&run[..], &expected[..], "a run is its envelopes restreamed");
+    assert_eq!(&buf[..], &each[..], "a run leaves the rest");
 }
 
 /// Reads segments off `data`, reassembling envelopes, and parses each one.
