@@ -105,6 +105,28 @@ def test_unprepared_and_prepared(via_proxy, direct, keyspace, kv):
         assert s.execute(st).one().v == "text-4"
 
 
+def test_pipelined_answers_reach_their_requests(via_proxy, keyspace):
+    """Hundreds of prepared EXECUTEs in flight on one connection, some answered with an ERROR:
+    the proxy passes such batches through as runs (stream ids patched in place, in both
+    directions; under v5 within each segment), and every answer must reach its own request."""
+    s = via_proxy.session
+    ddl(via_proxy, f"CREATE TABLE IF NOT EXISTS {keyspace}.pipe (k int PRIMARY KEY, v text)")
+    ins = s.prepare(f"INSERT INTO {keyspace}.pipe (k, v) VALUES (?, ?)")
+    sel = s.prepare(f"SELECT k, v FROM {keyspace}.pipe WHERE k = ? LIMIT ?")
+    n = 1500
+    for f in [s.execute_async(ins, (i, f"v{i}")) for i in range(n)]:
+        f.result()
+    for window in range(3):
+        # A LIMIT of 0 is refused by the server: an ERROR among the RESULTs.
+        futures = [(i, s.execute_async(sel, (i, 0 if i % 7 == window else 1))) for i in range(n)]
+        for i, f in futures:
+            if i % 7 == window:
+                with pytest.raises(InvalidRequest, match="LIMIT must be strictly positive"):
+                    f.result()
+            else:
+                assert [tuple(r) for r in f.result()] == [(i, f"v{i}")]
+
+
 def pages(session, stmt, params=None, paging_state=None):
     rs = session.execute(stmt, params, paging_state=paging_state)
     out = []

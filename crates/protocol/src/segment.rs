@@ -5,7 +5,7 @@
 //! A self-contained segment holds one or more whole envelopes; an envelope larger than the
 //! maximum payload is carried by several segments that are not self-contained.
 
-use crate::envelope::{Envelope, EnvelopeDecoder, EnvelopeError};
+use crate::envelope::{Envelope, EnvelopeDecoder, EnvelopeError, Header, StreamId, HEADER_LEN};
 use bytes::{BufMut, BytesMut};
 use thiserror::Error;
 
@@ -161,6 +161,30 @@ impl FramedDecoder {
                 self.pending.extend_from_slice(&seg.payload);
             }
         }
+    }
+
+    /// Bytes of segment payload decoded and not yet taken as envelopes.
+    pub fn decoded_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The longest run of whole envelopes at the front of the payload already decoded that
+    /// `restream` accepts (see [`EnvelopeDecoder::take_run`]); no segment is read. A run thus
+    /// lies within one segment's payload, and it never exceeds [`MAX_PAYLOAD`] (should a peer
+    /// have split envelopes across self-contained segments): framed again whole, it fits one
+    /// self-contained segment.
+    pub fn take_run(
+        &mut self,
+        mut restream: impl FnMut(&Header) -> Option<StreamId>,
+    ) -> Option<BytesMut> {
+        let mut len = 0;
+        self.envelopes.take_run(&mut self.pending, |h| {
+            len += HEADER_LEN + h.length;
+            if len > MAX_PAYLOAD {
+                return None;
+            }
+            restream(h)
+        })
     }
 }
 
@@ -329,6 +353,46 @@ mod tests {
             assert_eq!(back.len(), 3);
             assert_eq!(back[1].body(), &big[..]);
             assert_eq!(back[2].body(), b"after");
+        }
+    }
+
+    #[test]
+    fn a_run_takes_the_rest_of_the_decoded_segment_only() {
+        for lz4 in [false, true] {
+            let mut wire = BytesMut::new();
+            let mut e = SegmentEncoder::new(lz4);
+            for i in 0..4 {
+                e.push(envelope(i, b"first segment").as_bytes(), &mut wire);
+            }
+            e.finish(&mut wire);
+            e.push(envelope(4, b"second segment").as_bytes(), &mut wire);
+            e.finish(&mut wire);
+            let mut d = FramedDecoder::new(
+                SegmentDecoder::new(lz4),
+                EnvelopeDecoder::new(Direction::Response, 1 << 20),
+            );
+            assert!(
+                d.take_run(|_| Some(StreamId(9))).is_none(),
+                "no segment read yet"
+            );
+            assert_eq!(
+                d.decode(&mut wire).unwrap().unwrap().header().stream,
+                StreamId(0)
+            );
+            let run = d.take_run(|h| Some(StreamId(h.stream.0 + 100))).unwrap();
+            let mut expected = BytesMut::new();
+            for i in 1..4 {
+                let mut env = envelope(i, b"first segment");
+                env.set_stream(StreamId(i + 100));
+                expected.extend_from_slice(env.as_bytes());
+            }
+            assert_eq!(run, expected);
+            assert_eq!(d.decoded_len(), 0);
+            assert!(d.take_run(|_| Some(StreamId(9))).is_none());
+            assert_eq!(
+                d.decode(&mut wire).unwrap().unwrap().header().stream,
+                StreamId(4)
+            );
         }
     }
 

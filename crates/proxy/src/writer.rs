@@ -28,7 +28,10 @@ use tokio_util::either::Either;
 /// What a sender asks of an outbox.
 #[derive(Debug)]
 pub enum Out {
-    /// Write one whole envelope (framed into segments when framing is on).
+    /// Write one whole envelope (framed into segments when framing is on), or a run of whole
+    /// envelopes one after another; once framing is on, a run must fit one segment's payload
+    /// ([`autoprep_protocol::segment::MAX_PAYLOAD`]: see `FramedDecoder::take_run`), since a
+    /// larger one would be split over segments as a single large envelope is.
     Envelope(BytesMut),
     /// From now on wrap envelopes in v5 segments (LZ4-compressed when `lz4`).
     StartFraming { lz4: bool },

@@ -7,6 +7,7 @@ use crate::protocol_error;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, EnvelopeError, Header, ProtocolVersion, StreamId,
+    HEADER_LEN,
 };
 use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::BytesMut;
@@ -55,18 +56,29 @@ impl FrameReader {
         }
     }
 
+    /// Whether a run may be taken ([`FrameReader::take_run`]): a whole header's worth of
+    /// bytes is read (v4) or decoded from a segment (v5).
+    pub(super) fn may_have_run(&self) -> bool {
+        let n = match &self.framed {
+            Some(f) => f.decoded_len(),
+            None => self.buf.len(),
+        };
+        n >= HEADER_LEN
+    }
+
     /// The whole envelopes at the front of what was read that `restream` accepts, under the
     /// stream ids it gives them, as one buffer (see [`EnvelopeDecoder::take_run`]); `None` when
-    /// the first is not accepted, and always once v5 framing started (envelopes then arrive in
-    /// segments, one at a time).
+    /// the first is not accepted. Under v5 framing only what [`FrameReader::next`] decoded
+    /// from a segment is looked at (see [`FramedDecoder::take_run`]): the first envelope of
+    /// each segment comes from `next`, the rest of the segment as a run.
     pub(super) fn take_run(
         &mut self,
         restream: impl FnMut(&Header) -> Option<StreamId>,
     ) -> Option<BytesMut> {
-        if self.framed.is_some() {
-            return None;
+        match &mut self.framed {
+            Some(f) => f.take_run(restream),
+            None => self.envelopes.take_run(&mut self.buf, restream),
         }
-        self.envelopes.take_run(&mut self.buf, restream)
     }
 
     /// Reads more bytes from `rd` (see [`reserve_read_room`]); `Ok(0)` at its end.

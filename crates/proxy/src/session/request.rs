@@ -26,9 +26,7 @@ use crate::stamp::Stamp;
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::{plain_body, Compression};
-use autoprep_protocol::envelope::{
-    Direction, Envelope, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
-};
+use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
@@ -360,18 +358,15 @@ fn plain_execute(
 
 /// The plain EXECUTEs (see [`plain_execute`]) at the front of what was read, each under the
 /// upstream id it takes, as one buffer: what [`plain_execute`] would do to each, without
-/// splitting, pushing and joining each one. `None` when the first needs more, when no id is
-/// free, and always under v5 framing.
+/// splitting, pushing and joining each one (see [`FrameReader::take_run`]). `None` when the
+/// first needs more or no id is free.
 fn plain_run(
     reader: &mut FrameReader,
     read_at: Stamp,
     ctx: &Context,
     shared: &Shared,
 ) -> Option<BytesMut> {
-    if reader.is_framed()
-        || reader.unread().len() < HEADER_LEN
-        || !Interest::of(Opcode::EXECUTE, ctx, shared).none()
-    {
+    if !reader.may_have_run() || !Interest::of(Opcode::EXECUTE, ctx, shared).none() {
         return None;
     }
     let mut st = shared.lock();

@@ -20,9 +20,7 @@ use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::plain_body;
 use autoprep_protocol::envelope::Flags;
-use autoprep_protocol::envelope::{
-    Direction, Envelope, Opcode, ProtocolVersion, StreamId, HEADER_LEN,
-};
+use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
 use bytes::{Bytes, BytesMut};
@@ -177,14 +175,14 @@ pub(super) async fn upstream_to_client(
 /// The answers at the front of what was read that go back as they are (RESULTs and ERRORs
 /// without warnings, to requests forwarded as sent), each under its client's stream id, as one
 /// buffer: what the loop above would do to each, without splitting, pushing and joining each
-/// one. `None` when the first answer needs more (and always under v5 framing).
+/// one (see [`FrameReader::take_run`]). `None` when the first answer needs more.
 fn answer_run(
     reader: &mut FrameReader,
     read_at: Stamp,
     ctx: &Context,
     shared: &Shared,
 ) -> Option<BytesMut> {
-    if reader.is_framed() || reader.unread().len() < HEADER_LEN {
+    if !reader.may_have_run() {
         return None;
     }
     let mut st = shared.lock();
