@@ -168,6 +168,11 @@ impl ClusterView {
         self.enabled
     }
 
+    /// Routing is on and no view was read yet.
+    pub fn needs_view(&self) -> bool {
+        self.enabled && !self.has_view.load(Ordering::Relaxed)
+    }
+
     /// Whether a request may be routed: routing is on, and the cluster is not known to be one
     /// node (with no view yet, a request is what asks for one).
     pub fn may_route(&self) -> bool {

@@ -50,6 +50,9 @@ pub(super) async fn client_to_upstream(
     tokio::pin!(closing);
     // When the last read returned: the clock is read once for every request one read brought.
     let mut read_at = Stamp::now();
+    // Whether this connection asked for the cluster view's first read (see
+    // `routing::first_view`).
+    let mut view_asked = false;
     loop {
         loop {
             if !reader.is_framed() {
@@ -95,6 +98,9 @@ pub(super) async fn client_to_upstream(
             if let Err(end) = send(route, ctx, shared, to_upstream).await {
                 return end;
             }
+        }
+        if !view_asked {
+            view_asked = routing::first_view(ctx, shared).await;
         }
         // Everything this read brought leaves in one write per socket.
         to_upstream.flush();

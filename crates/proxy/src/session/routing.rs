@@ -271,6 +271,26 @@ pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Optio
     })
 }
 
+/// The first read of the cluster view, asked by a connection once it is authenticated and its
+/// client sends requests, not only by the first request routing would send: until a view is
+/// read a cluster of one node is not known as such, and every EXECUTE and BATCH has its body
+/// read for routing (those of statements prepared elsewhere would never ask for the view).
+/// Returns whether the connection asked (it asks once; a failed read is retried by later
+/// connections and routed requests, after the refresh's pause).
+pub(super) async fn first_view(ctx: &Context, shared: &Shared) -> bool {
+    if !ctx.cluster.needs_view() || !shared.ready.load(std::sync::atomic::Ordering::Acquire) {
+        return false;
+    }
+    let version = shared.lock().handshake.version;
+    let (Some(home), Some(version)) = (shared.home, version) else {
+        return true;
+    };
+    if ctx.cluster.begin_refresh(home, Instant::now()) {
+        refresh(shared, version).await;
+    }
+    true
+}
+
 /// Sends the reads of a cluster-view refresh on the home connection.
 async fn refresh(shared: &Shared, version: ProtocolVersion) {
     for (part, text) in READS {
