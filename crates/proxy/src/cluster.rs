@@ -4,8 +4,9 @@
 //! and `system_schema.keyspaces`.
 //!
 //! The reads go out on an authenticated client connection (as the proxy's PREPAREs do, so no
-//! credentials of its own are needed), one refresh at a time for the whole process: at the first
-//! routable request, again when an event says the ring, a node's status or a keyspace changed
+//! credentials of its own are needed), one refresh at a time for the whole process: first as
+//! soon as a connection is authenticated and its client sends requests (or at the first
+//! routable request, should that read fail), again when an event says the ring, a node's status or a keyspace changed
 //! (at most once a second), and every [`REFRESH_EVERY`] otherwise; once a view shows one node,
 //! only a topology or status event reads it again (nothing else can be routed meanwhile). Their answers stop at the proxy. Until a view exists, nothing is routed.
 //!
