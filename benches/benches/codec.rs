@@ -103,7 +103,12 @@ fn query(c: &mut Criterion) {
 
     // A read bringing 64 such requests, passed through with new stream ids: one envelope at a
     // time (split off, restreamed, joined to what goes out) or as one run.
-    let batch: Vec<u8> = frame.iter().copied().cycle().take(frame.len() * 64).collect();
+    let batch: Vec<u8> = frame
+        .iter()
+        .copied()
+        .cycle()
+        .take(frame.len() * 64)
+        .collect();
     let mut g = c.benchmark_group(format!("query_v4_{}B_x64", frame.len()));
     g.throughput(Throughput::Bytes(batch.len() as u64));
     g.bench_function("passthrough_each", |b| {
