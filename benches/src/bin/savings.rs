@@ -1865,7 +1865,7 @@ async fn main() -> Result<()> {
         ratios.push(Ratio {
             name: "p50 added over direct (medians): proxied / splice",
             value: of(ProxiedPrepared) / of(SplicePrepared),
-            rounds: paired(&phases, ProxiedPrepared, SplicePrepared, &added),
+            rounds: paired(&phases, ProxiedPrepared, SplicePrepared, added),
             target: Some(("<=", 1.20)),
         });
     }

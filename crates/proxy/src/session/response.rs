@@ -81,17 +81,14 @@ pub(super) async fn upstream_to_client(
                     );
                     continue;
                 };
-                let answer = match pending {
+                let answer = match pending.plain_client() {
                     // The common answer handled here as `on_response` would, without building
                     // its (large) future: to a request forwarded as it was.
-                    Pending::Client {
-                        stream,
-                        use_keyspace: false,
-                    } if header.opcode != Opcode::SUPPORTED => {
+                    Some(stream) if header.opcode != Opcode::SUPPORTED => {
                         env.set_stream(StreamId(stream));
                         Ok(Some(env))
                     }
-                    pending => on_response(env, pending, ctx, shared, to_upstream).await,
+                    _ => on_response(env, pending, ctx, shared, to_upstream).await,
                 };
                 match answer {
                     Ok(Some(e)) => {
