@@ -6,9 +6,11 @@
 //! The reads go out on an authenticated client connection (as the proxy's PREPAREs do, so no
 //! credentials of its own are needed), one refresh at a time for the whole process: first as
 //! soon as a connection is authenticated and its client sends requests (or at the first
-//! routable request, should that read fail), again when an event says the ring, a node's status or a keyspace changed
-//! (at most once a second), and every [`REFRESH_EVERY`] otherwise; once a view shows one node,
-//! only a topology or status event reads it again (nothing else can be routed meanwhile). Their answers stop at the proxy. Until a view exists, nothing is routed.
+//! routable request, should that read fail), again when an event says the ring, a node's
+//! status or a keyspace changed (at most once a second), and every [`REFRESH_EVERY`]
+//! otherwise; once a view shows one node, only a topology or status event reads it again
+//! (nothing else can be routed meanwhile). Their answers stop at the proxy. Until a view
+//! exists, nothing is routed.
 //!
 //! It also remembers which prepared ids each node is known to hold (a node prepares only what
 //! it is asked to; ids are the same on every node, md5 of keyspace and text): a request is routed

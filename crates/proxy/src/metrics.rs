@@ -214,9 +214,6 @@ impl Metrics {
         let Some(started) = tag.started else { return };
         let nanos = now.nanos_since(started);
         self.request_duration.observe_nanos(nanos);
-        if matches!(tag.group, Group::Other) && tag.shape.is_none() {
-            return;
-        }
         let took = Duration::from_nanos(nanos);
         match tag.group {
             Group::Rewritten => self.response_rewritten.observe(took),

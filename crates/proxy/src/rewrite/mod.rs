@@ -337,9 +337,6 @@ fn bind_values(
     Ok(())
 }
 
-/// Looks a shape up in the cache. Against ScyllaDB (see [`crate::flavor`]) a shape is admitted
-/// at its third sighting at the earliest, and prepared only while the node holds fewer shapes
-/// than its budget; one over budget goes through as written for the cache's negative time.
 /// [`lookup`] of `shape` (under `hash`, running in `keyspace`) on `node`, with whether the
 /// node is ScyllaDB.
 pub(super) fn lookup_shape(
@@ -360,6 +357,9 @@ pub(super) fn lookup_shape(
     (lookup(rw, &key, scylla, now), scylla)
 }
 
+/// Looks a shape up in the cache. Against ScyllaDB (see [`crate::flavor`]) a shape is admitted
+/// at its third sighting at the earliest, and prepared only while the node holds fewer shapes
+/// than its budget; one over budget goes through as written for the cache's negative time.
 fn lookup(rw: &Rewriter, key: &ShapeKey<'_>, scylla: bool, now: Instant) -> Lookup {
     if !scylla {
         return rw.cache.lookup(key, now);

@@ -12,7 +12,7 @@ use super::send::{
     allocate, allocate_in, hold_use, literal_prepare_request, materialize, pass_client_prepare,
     send_prepare, send_upstream,
 };
-use super::state::Shared;
+use super::state::{Shared, State};
 use crate::context::Context;
 use crate::control::{self, Group};
 use crate::metrics::Metrics;
@@ -26,7 +26,7 @@ use crate::stamp::Stamp;
 use crate::topology;
 use crate::writer::{Out, Outbox};
 use autoprep_protocol::compression::{plain_body, Compression};
-use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
+use autoprep_protocol::envelope::{Direction, Envelope, Header, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
@@ -348,18 +348,25 @@ fn plain_execute(
     if header.opcode != Opcode::EXECUTE || !Interest::of(header.opcode, ctx, shared).none() {
         return Err(env);
     }
-    let pending = Pending::client(header.stream.0);
-    let taken = shared
-        .lock()
-        .streams
-        .allocate_at(pending, None, Group::Other, read_at);
-    match taken {
-        Ok(up) => {
+    match plain_execute_id(&mut shared.lock(), header, read_at) {
+        Some(up) => {
             ctx.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
         }
-        Err(_) => Err(env),
+        None => Err(env),
     }
+}
+
+/// The upstream id a plain EXECUTE (with `header`, once [`Interest`] found it read for
+/// nothing) takes now; `None` for another request, or when every id is in flight.
+fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i16> {
+    if header.opcode != Opcode::EXECUTE {
+        return None;
+    }
+    let pending = Pending::client(header.stream.0);
+    st.streams
+        .allocate_at(pending, None, Group::Other, read_at)
+        .ok()
 }
 
 /// The plain EXECUTEs (see [`plain_execute`]) at the front of what was read, each under the
@@ -378,14 +385,7 @@ fn plain_run(
     let mut st = shared.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        if h.opcode != Opcode::EXECUTE {
-            return None;
-        }
-        let pending = Pending::client(h.stream.0);
-        let up = st
-            .streams
-            .allocate_at(pending, None, Group::Other, read_at)
-            .ok()?;
+        let up = plain_execute_id(&mut st, h, read_at)?;
         n += 1;
         Some(StreamId(up))
     });

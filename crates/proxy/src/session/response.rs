@@ -69,11 +69,9 @@ pub(super) async fn upstream_to_client(
                 let (pending, tag, wake) = {
                     let mut st = shared.lock();
                     let (pending, tag) = st.streams.release_tagged(header.stream.0);
-                    (pending, tag, st.id_wanted())
+                    (pending, tag, st.senders_to_wake(1))
                 };
-                if wake {
-                    shared.freed.notify_one();
-                }
+                shared.wake_senders(wake);
                 let Some(pending) = pending else {
                     warn!(
                         stream = header.stream.0,
@@ -196,12 +194,9 @@ fn answer_run(
         released += 1;
         Some(StreamId(stream))
     });
-    // One signal for each id a waiting sender may take.
-    let wake = released.min(st.id_waiters);
+    let wake = st.senders_to_wake(released);
     drop(st);
-    for _ in 0..wake {
-        shared.freed.notify_one();
-    }
+    shared.wake_senders(wake);
     run
 }
 

@@ -207,8 +207,8 @@ pub(super) fn client_prepared(
 pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
     use autoprep_protocol::message::execute::ExecuteView;
     let rb = RequestBody::parse(header, body).ok()?;
-    // The id first: an EXECUTE of a statement not prepared through autoprep (the common case
-    // until a cluster view says there is one node) needs no parameters read.
+    // The id first: an EXECUTE of a statement not prepared through autoprep (common on a
+    // cluster of several nodes, and before the view is read) needs no parameters read.
     let entry = ctx
         .cluster
         .client_statement(ExecuteView::id_of(rb.message).ok()?)?;
@@ -275,10 +275,14 @@ pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Optio
 /// client sends requests, not only by the first request routing would send: until a view is
 /// read a cluster of one node is not known as such, and every EXECUTE and BATCH has its body
 /// read for routing (those of statements prepared elsewhere would never ask for the view).
-/// Returns whether the connection asked (it asks once; a failed read is retried by later
-/// connections and routed requests, after the refresh's pause).
+/// Returns whether the connection is done with it: it asked, or no view is needed (routing is
+/// off, or a view was read); it asks once, and a failed read is retried by later connections
+/// and routed requests, after the refresh's pause.
 pub(super) async fn first_view(ctx: &Context, shared: &Shared) -> bool {
-    if !ctx.cluster.needs_view() || !shared.ready.load(std::sync::atomic::Ordering::Acquire) {
+    if !ctx.cluster.needs_view() {
+        return true;
+    }
+    if !shared.ready.load(std::sync::atomic::Ordering::Acquire) {
         return false;
     }
     let version = shared.lock().handshake.version;

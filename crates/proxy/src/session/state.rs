@@ -84,12 +84,20 @@ impl Shared {
         // A poisoned lock only means another reader panicked; the state is still usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Wakes `n` senders waiting for an upstream id (see [`State::senders_to_wake`]).
+    pub(super) fn wake_senders(&self, n: u32) {
+        for _ in 0..n {
+            self.freed.notify_one();
+        }
+    }
 }
 
 impl State {
-    /// Whether a release of upstream ids should signal `Shared::freed`: a sender waits for one.
-    pub(super) fn id_wanted(&self) -> bool {
-        self.id_waiters > 0
+    /// How many senders waiting for an upstream id to wake once `released` ids were released:
+    /// one for each id, while any waits.
+    pub(super) fn senders_to_wake(&self, released: u32) -> u32 {
+        released.min(self.id_waiters)
     }
 }
 
