@@ -47,11 +47,12 @@ impl Proxy {
         });
     }
 
-    /// Waits for the process to exit.
+    /// Waits for the process to exit, and for its last log lines to be collected.
     fn wait_exit(&mut self) -> ExitStatus {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.read_log_to_the_end();
                 return status;
             }
             if Instant::now() > deadline {

@@ -55,6 +55,16 @@ impl Proxy {
         let log = self.log.lock().unwrap();
         log.iter().filter(|l| l.contains(needle)).cloned().collect()
     }
+
+    /// Log lines containing `needle`, once there is at least one. The log is read from the
+    /// child's stderr by a thread of the test, so a line written before an answer or a metric
+    /// may still be on its way when that answer arrives.
+    fn logged_eventually(&self, needle: &str) -> Vec<String> {
+        wait_for(&format!("a log line with {needle:?}"), || {
+            !self.logged(needle).is_empty()
+        });
+        self.logged(needle)
+    }
 }
 
 /// Waits until `cond` holds; returns how long that took.
@@ -239,7 +249,7 @@ fn a_rotated_certificate_is_served_to_new_clients_while_open_ones_carry_on() {
     assert_eq!(p.metric(EXPIRY), Some(new_year(2032)));
     assert_eq!(p.metric(RELOADS_OK).as_deref(), Some("1"));
     assert_eq!(p.metric(RELOADS_ERROR).as_deref(), Some("0"));
-    let reloaded = p.logged("TLS certificate reloaded");
+    let reloaded = p.logged_eventually("TLS certificate reloaded");
     assert_eq!(reloaded.len(), 1, "{}", p.log_text());
     assert!(reloaded[0].contains("side=\"client\"") || reloaded[0].contains("side=client"));
 }
@@ -267,7 +277,7 @@ fn a_broken_replacement_is_reported_and_the_old_certificate_kept() {
     wait_for("the broken replacement to be reported", || {
         p.metric(RELOADS_ERROR).as_deref() == Some("1")
     });
-    let warned = p.logged("cannot be used");
+    let warned = p.logged_eventually("cannot be used");
     assert_eq!(warned.len(), 1, "{}", p.log_text());
     assert!(warned[0].contains("WARN"), "{}", warned[0]);
     assert!(
@@ -290,11 +300,7 @@ fn a_broken_replacement_is_reported_and_the_old_certificate_kept() {
     wait_for("the garbage to be reported", || {
         p.metric(RELOADS_ERROR).as_deref() == Some("2")
     });
-    assert!(
-        p.log_text().contains("no PEM CERTIFICATE"),
-        "{}",
-        p.log_text()
-    );
+    p.logged_eventually("no PEM CERTIFICATE");
     assert!(works(&mut new));
 
     // A good pair again: in use.
@@ -332,9 +338,7 @@ fn the_log_filter_is_changed_and_reverted_through_the_admin_port() {
     assert_eq!(st["current"], "info,autoprep=debug");
     assert_eq!(st["configured"], "info");
     assert!(st["reverts_in_seconds"].as_u64().is_some_and(|s| s <= 3));
-    assert!(!p
-        .logged("log filter changed through the admin server")
-        .is_empty());
+    p.logged_eventually("log filter changed through the admin server");
     assert!(works(&mut Client::connect(&p.addr).unwrap()));
     wait_for("a debug line", || {
         !p.logged("connected upstream").is_empty()
@@ -345,7 +349,7 @@ fn the_log_filter_is_changed_and_reverted_through_the_admin_port() {
         let (_, body) = p.http("GET", "/log", "");
         body.contains("\"current\":\"info\"")
     });
-    assert!(!p.logged("log filter back to the configured one").is_empty());
+    p.logged_eventually("log filter back to the configured one");
     let before = p.logged("connected upstream").len();
     assert!(works(&mut Client::connect(&p.addr).unwrap()));
     // The connection's own log lines are written before its first answer: nothing new.
@@ -386,16 +390,13 @@ fn sighup_applies_a_changed_admission_threshold_and_names_an_option_that_needs_a
 
     std::fs::write(&file, "admission_threshold = 2\ncache_entries = 600\n").unwrap();
     p.signal("HUP");
-    wait_for("the reload to be logged", || {
-        !p.logged("configuration reloaded").is_empty()
-    });
-    let applied = p.logged("configuration reloaded");
+    let applied = p.logged_eventually("configuration reloaded");
     assert!(
         applied[0].contains("admission_threshold: 1000 -> 2"),
         "{}",
         applied[0]
     );
-    let restart = p.logged("need a restart");
+    let restart = p.logged_eventually("need a restart");
     assert_eq!(restart.len(), 1, "{}", p.log_text());
     assert!(restart[0].contains("WARN"), "{}", restart[0]);
     assert!(
@@ -422,11 +423,8 @@ fn sighup_applies_a_changed_admission_threshold_and_names_an_option_that_needs_a
     // problem changes nothing.
     std::fs::write(&file, "admission_threshold = 0\n").unwrap();
     p.signal("HUP");
-    wait_for("the refused reload to be logged", || {
-        !p.logged("configuration not reloaded").is_empty()
-    });
     assert!(
-        p.logged("configuration not reloaded")[0]
+        p.logged_eventually("configuration not reloaded")[0]
             .contains("admission_threshold: must be at least 1"),
         "{}",
         p.log_text()

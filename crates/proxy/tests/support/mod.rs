@@ -19,6 +19,8 @@ pub struct Proxy {
     pub addr: String,
     pub admin: SocketAddr,
     pub log: Arc<Mutex<Vec<String>>>,
+    /// The thread that reads the log; it ends when the process closes its output.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Proxy {
@@ -43,7 +45,7 @@ impl Proxy {
         let (tx, rx) = std::sync::mpsc::channel();
         let lines = BufReader::new(child.stdout.take().unwrap());
         let sink = log.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in lines.lines().map_while(Result::ok) {
                 let _ = tx.send(line.clone());
                 sink.lock().unwrap().push(line);
@@ -71,6 +73,7 @@ impl Proxy {
             addr: addr.unwrap(),
             admin: admin.unwrap().parse().unwrap(),
             log,
+            reader: Some(reader),
         }
     }
 
@@ -85,6 +88,17 @@ impl Proxy {
         assert!(ok, "kill -{name}");
     }
 
+    /// Waits until every line the process wrote has been collected: call it once the process
+    /// has exited, so the log read afterwards is complete.
+    #[allow(
+        dead_code,
+    )]
+    pub fn read_log_to_the_end(&mut self) {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+
     /// Everything it logged so far.
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
@@ -95,5 +109,6 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.read_log_to_the_end();
     }
 }
