@@ -90,9 +90,6 @@ impl Proxy {
 
     /// Waits until every line the process wrote has been collected: call it once the process
     /// has exited, so the log read afterwards is complete.
-    #[allow(
-        dead_code,
-    )]
     pub fn read_log_to_the_end(&mut self) {
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
