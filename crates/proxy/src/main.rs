@@ -63,7 +63,7 @@ fn main() -> ExitCode {
 /// `.cargo/config.toml`; `_RJEM_MALLOC_CONF` overrides them at run time). glibc's malloc keeps
 /// what a burst of connections freed: after 2,000 connections closed the process stayed 47 MiB
 /// above its start with glibc (its mmap threshold fixed at 128 KiB, one arena or several) and
-/// 38 to 49 MiB with mimalloc, against 4.6 to 10.5 MiB with this (README "Footprint"), at the
+/// 38 to 48 MiB with mimalloc, against 4.6 to 10.5 MiB with this (README "Footprint"), at the
 /// same instructions per request. glibc's `malloc_trim` would return it but needs `unsafe`,
 /// which the workspace forbids. Other targets (the musl image) keep their libc's allocator:
 /// jemalloc has no background thread there.

@@ -57,7 +57,7 @@ impl Proxy {
     }
 
     /// Log lines containing `needle`, once there is at least one. The log is read from the
-    /// child's stderr by a thread of the test, so a line written before an answer or a metric
+    /// child's output by a thread of the test, so a line written before an answer or a metric
     /// may still be on its way when that answer arrives.
     fn logged_eventually(&self, needle: &str) -> Vec<String> {
         wait_for(&format!("a log line with {needle:?}"), || {
