@@ -37,6 +37,12 @@
 #   CASSANDRA_PREPARED_CACHE []               prepared_statements_cache_size, e.g. 1MiB
 #   CASSANDRA_AUDIT         []                audit log categories, e.g. PREPARE (logs/audit.log;
 #                                             system keyspaces are excluded by default)
+#   CASSANDRA_METRICS_PORT  []                set: the Prometheus jmx_exporter javaagent
+#                                             (io.prometheus.jmx:jmx_prometheus_javaagent from Maven
+#                                             Central) serves http://LISTEN:PORT/metrics with the
+#                                             rules of deploy/grafana/cassandra-jmx-exporter.yaml
+#                                             (the node's CPU and CQL counters), what autoprep's
+#                                             --server-metrics-url reads
 #   CASSANDRA_HEAP          [1G]
 #   CASSANDRA_JVM_OPTS      []                more JVM options, separated by spaces (e.g.
 #                                             -XX:TieredStopAtLevel=1: C1 only, starts faster)
@@ -69,6 +75,8 @@ TLS_OPTIONAL="${CASSANDRA_CLIENT_TLS_OPTIONAL:-true}"
 TLS_CLIENT_AUTH="${CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH:-false}"
 PREPARED_CACHE="${CASSANDRA_PREPARED_CACHE:-}"
 AUDIT="${CASSANDRA_AUDIT:-}"
+METRICS_PORT="${CASSANDRA_METRICS_PORT:-}"
+JMX_EXPORTER_VERSION="${JMX_EXPORTER_VERSION:-1.0.1}"
 HEAP="${CASSANDRA_HEAP:-1G}"
 JVM_OPTS="${CASSANDRA_JVM_OPTS:-}"
 RING_DELAY_MS="${CASSANDRA_RING_DELAY_MS:-100}"
@@ -97,6 +105,7 @@ case "$AUTH" in none|password) ;; *) die "CASSANDRA_AUTH must be none or passwor
 case "$TLS_OPTIONAL" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_OPTIONAL must be true or false" ;; esac
 case "$TLS_CLIENT_AUTH" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH must be true or false" ;; esac
 [[ -z "$NUM_TOKENS" || "$NUM_TOKENS" =~ ^[1-9][0-9]*$ ]] || die "CASSANDRA_NUM_TOKENS must be a positive integer"
+[[ -z "$METRICS_PORT" || "$METRICS_PORT" =~ ^[1-9][0-9]*$ ]] || die "CASSANDRA_METRICS_PORT must be a port number"
 [[ -z "$RACK" || -n "$DC" ]] || die "CASSANDRA_RACK needs CASSANDRA_DC"
 [[ "$DC$RACK" =~ ^[A-Za-z0-9_.-]*$ ]] || die "CASSANDRA_DC and CASSANDRA_RACK: letters, digits, _ . - only"
 if [[ -n "$DC" && -z "$RACK" ]]; then
@@ -233,6 +242,18 @@ cmd_install() {
     log "installed $(ls "$LIB_DIR" | wc -l) jars ($(du -sh "$LIB_DIR" | cut -f1)) in $(since "$t0") s"
 }
 
+# The jmx_exporter javaagent, fetched once into the cache (CASSANDRA_METRICS_PORT).
+install_metrics_agent() {
+    local jar="$CACHE_DIR/jmx_prometheus_javaagent-$JMX_EXPORTER_VERSION.jar"
+    if [[ ! -f "$jar" ]]; then
+        command -v mvn >/dev/null || die "mvn not found (needed for the jmx_exporter javaagent)"
+        log "fetching io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_EXPORTER_VERSION"
+        mvn -q -B dependency:copy -Dartifact="io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_EXPORTER_VERSION" \
+            -DoutputDirectory="$CACHE_DIR" >&2 || die "mvn could not fetch the jmx_exporter javaagent"
+    fi
+    echo "$jar"
+}
+
 # --- configuration ------------------------------------------------------------------------------
 write_config() {
     local conf="$NODE_DIR/conf/cassandra.yaml"
@@ -345,6 +366,7 @@ cmd_start() {
             "${opts[@]}"
             "-XX:HeapDumpPath=$NODE_DIR"
             "-javaagent:$jamm"
+            ${METRICS_PORT:+"-javaagent:$(install_metrics_agent)=$LISTEN:$METRICS_PORT:$REPO_DIR/deploy/grafana/cassandra-jmx-exporter.yaml"}
             "-Dcassandra.config=file://$conf"
             "-Dcassandra.storagedir=$NODE_DIR"
             "-Dcassandra.logdir=$LOG_DIR"
@@ -360,7 +382,7 @@ cmd_start() {
             -cp "$LIB_DIR/*"
             org.apache.cassandra.service.CassandraDaemon
         )
-        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT${DC:+ dc=$DC rack=$RACK}${NUM_TOKENS:+ num_tokens=$NUM_TOKENS} auth=$AUTH client_tls=$(tls_summary)"
+        log "starting Cassandra $VERSION on $LISTEN native=$NATIVE_PORT storage=$STORAGE_PORT jmx=$JMX_PORT${METRICS_PORT:+ metrics=http://$LISTEN:$METRICS_PORT/metrics}${DC:+ dc=$DC rack=$RACK}${NUM_TOKENS:+ num_tokens=$NUM_TOKENS} auth=$AUTH client_tls=$(tls_summary)"
         # setsid: the node outlives the shell (and its process group) that started it.
         # 9>&-: the JVM must not inherit the start lock.
         setsid nohup "$JAVA" "${args[@]}" >"$LOG_DIR/stdout.log" 2>&1 </dev/null 9>&- &

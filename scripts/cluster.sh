@@ -53,7 +53,9 @@
 #   AUTOPREP_CLUSTER_START_TIMEOUT [180]          seconds per node (CQL) and for the UN wait
 #   AUTOPREP_CLUSTER_STOP_TIMEOUT  [30]           seconds
 #   AUTOPREP_CACHE_DIR, CASSANDRA_VERSION, JAVA_HOME, CASSANDRA_AUTH, CASSANDRA_CLIENT_TLS_*,
-#   CASSANDRA_PREPARED_CACHE, CASSANDRA_AUDIT     passed on to scripts/cassandra.sh (every node)
+#   CASSANDRA_PREPARED_CACHE, CASSANDRA_AUDIT,
+#   CASSANDRA_METRICS_PORT                        passed on to scripts/cassandra.sh (every node: each
+#                                                 serves its metrics on its own address)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

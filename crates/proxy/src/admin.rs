@@ -19,7 +19,7 @@
 
 use crate::context::Context;
 use crate::log_filter::LogFilter;
-use crate::metrics::TlsExpiry;
+use crate::metrics::{Metrics, TlsExpiry};
 use crate::upstream::UpstreamTls;
 use autoprep_protocol::envelope::{
     Direction, Envelope, EnvelopeDecoder, Flags, Header, Opcode, ProtocolVersion, StreamId,
@@ -170,10 +170,11 @@ async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> 
                 .unwrap_or(DEFAULT_SHAPES);
             reply(StatusCode::OK, JSON, shapes_json(ctx, limit))
         }
+        "/saving" => reply(StatusCode::OK, JSON, saving_json(ctx)),
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,
-            "not found: try /live, /ready, /metrics, /shapes, /log\n",
+            "not found: try /live, /ready, /metrics, /shapes, /saving, /log\n",
         ),
     }
 }
@@ -211,10 +212,11 @@ pub fn metrics_text(ctx: &Context) -> String {
     ctx.metrics
         .encode_literals(ctx.rewriter.literals.stats(), &mut out);
     ctx.metrics.encode_control(
-        ctx.cfg.control_fraction,
-        ctx.rewriter.shapes.estimated_seconds_saved(),
+        ctx.cfg.control_fraction(),
+        ctx.rewriter.shapes.response_time_saved(),
         &mut out,
     );
+    Metrics::encode_saving(&ctx.rewriter.switchback.report(), &mut out);
     let expiry = TlsExpiry {
         client: ctx
             .client_tls
@@ -295,11 +297,63 @@ struct ShapesBody {
 
 /// The body of `/shapes`.
 pub fn shapes_json(ctx: &Context, limit: usize) -> String {
+    let all = ctx.rewriter.shapes.top(usize::MAX);
+    let mut shapes: Vec<_> = all.iter().take(limit).cloned().collect();
+    let report = ctx.rewriter.switchback.report();
+    crate::shapes::apportion(&mut shapes, &all, report.saved(), report.own_cpu);
     let body = ShapesBody {
         tracked: ctx.rewriter.shapes.len(),
         evicted: ctx.rewriter.shapes.evicted(),
-        shapes: ctx.rewriter.shapes.top(limit),
+        shapes,
     };
+    let mut s = serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// The body of `/saving`: the estimate of server CPU saved, how it stands, and its trials.
+pub fn saving_json(ctx: &Context) -> String {
+    let sw = &ctx.rewriter.switchback;
+    let r = sw.report();
+    let est = r.estimate;
+    let f = |v: Option<f64>| v.filter(|x| x.is_finite());
+    let body = serde_json::json!({
+        "method": "switchback windows: the nodes' CPU per rewritable QUERY in control windows (sent as they came) against the rewritten windows around them",
+        "control_fraction": r.fraction,
+        "window_seconds": r.window.as_secs_f64(),
+        "server_metrics": r.estimating,
+        "endpoints": r.endpoints,
+        "endpoints_failing": r.failing,
+        "readings": r.readings,
+        "errors": r.errors,
+        "rewritten": r.rewritten,
+        "control": r.control,
+        "trials_used": r.trials_used,
+        "trials_dropped": crate::saving::estimate::Dropped::ALL
+            .iter()
+            .zip(r.trials_dropped)
+            .map(|(d, n)| (d.label(), n))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        "saved_seconds": f(r.saved().map(|s| s.0)),
+        "saved_interval_seconds": r.saved().map(|s| [s.1, s.2]),
+        "saved_per_rewritten_seconds": f(est.map(|e| e.saved)),
+        "saved_per_rewritten_half_width_seconds": f(est.map(|e| e.half_width)),
+        "server_cpu_per_request_seconds": est.map(|e| serde_json::json!({"control": e.server_control, "rewritten": e.server_rewritten})),
+        "own_cpu_per_request_seconds": est.map(|e| serde_json::json!({"control": e.own_control, "rewritten": e.own_rewritten})),
+        "own_cpu_seconds": f(r.own_cpu),
+        "net_saved_seconds": f(r.net()),
+        "seconds_to_precision_10pct": f(est.and_then(|e| e.seconds_to_tenth)),
+        "trials": sw.trials().iter().rev().take(200).map(|t| serde_json::json!({
+            "at_unix_ms": t.at_unix_ms,
+            "saved_per_request_seconds": t.saved(),
+            "server_control": t.server_control,
+            "server_rewritten": t.server_rewritten,
+            "own_control": t.own_control,
+            "own_rewritten": t.own_rewritten,
+            "control_requests": t.control_requests,
+            "baseline_requests": t.baseline_requests,
+        })).collect::<Vec<_>>(),
+    });
     let mut s = serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into());
     s.push('\n');
     s

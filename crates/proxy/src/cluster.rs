@@ -90,6 +90,11 @@ impl View {
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }
+
+    /// Every node's native-transport address.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|n| n.addr).collect()
+    }
 }
 
 /// Why a request is not routed to a replica (the `reason` of `autoprep_routed_total`).

@@ -1,17 +1,13 @@
-//! The control group: a small share of each shape's rewritable executions is sent as the
-//! application's original QUERY, so that the server's response time with and without the
-//! rewrite can be compared shape by shape, on the user's own cluster and traffic.
+//! The response-time comparison of the control group: the QUERYs of ready shapes sent as they
+//! came in control windows (see [`crate::saving`], which chooses the windows and measures the
+//! server CPU saved) against those sent as EXECUTE, shape by shape. A control execution is the
+//! client's own request, forwarded as it came (as any pass-through is): the client sees
+//! exactly what it would directly.
 //!
-//! The choice is deterministic per shape: every `period`th execution of a shape (counted by
-//! `/shapes`) whose statement the cache has ready, `period` being `1 / control_fraction`
-//! rounded. A control execution is the client's own request, forwarded as it came (as any
-//! pass-through is): the client sees exactly what it would directly.
-//!
-//! The estimate of server time saved, per shape, is the difference of the mean response times
-//! (control − rewritten, as the proxy sees them: from sending the request to its answer) times
-//! the rewritten executions; its 95 % confidence interval is Welch's (normal approximation).
-//! It is an estimate of time on the request path, which the server's parse of an unprepared
-//! statement is part of, not a measurement of server CPU.
+//! Per shape, the difference of the mean response times (control − rewritten, as the proxy
+//! sees them: from sending the request to its answer), with Welch's 95 % interval (normal
+//! approximation). It is latency, of which the server's parse of an unprepared statement is a
+//! part, queueing another: never read it as server CPU (that is `saving`'s figure).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,19 +17,6 @@ pub const REASON: &str = "control";
 
 /// Fewer samples than this in either group give no estimate for a shape.
 pub const MIN_SAMPLES: u64 = 5;
-
-/// Every how many executions of a shape one is a control one; `None`: no control group.
-pub fn period(fraction: f64) -> Option<u64> {
-    if fraction.is_nan() || fraction <= 0.0 {
-        return None;
-    }
-    Some((1.0 / fraction.min(1.0)).round().max(1.0) as u64)
-}
-
-/// Whether the `execution`th execution (from 1) of a shape is a control one.
-pub fn chosen(execution: u64, period: Option<u64>) -> bool {
-    period.is_some_and(|p| execution > 0 && execution.is_multiple_of(p))
-}
 
 /// Which group a request's response time belongs to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -112,24 +95,6 @@ pub fn difference(control: Summary, rewritten: Summary) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_choice_is_deterministic_and_keeps_the_fraction() {
-        assert_eq!(period(0.0), None);
-        assert_eq!(period(-1.0), None);
-        assert_eq!(period(f64::NAN), None);
-        assert_eq!(period(0.01), Some(100));
-        assert_eq!(period(0.3), Some(3));
-        assert_eq!(period(1.0), Some(1));
-        assert_eq!(period(7.0), Some(1));
-        let p = period(0.01);
-        let picks: Vec<u64> = (1..=1000).filter(|&n| chosen(n, p)).collect();
-        assert_eq!(picks, [100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]);
-        // Executions count from 1: 0 (no count) is never chosen, 1 is at a fraction of 1.
-        assert!(!chosen(0, Some(1)));
-        assert!(chosen(1, Some(1)));
-        assert!(!chosen(100, None));
-    }
 
     #[test]
     fn moments_give_means_variances_and_an_interval() {

@@ -6,7 +6,7 @@
 //! - [`config`]: the TOML file, `AUTOPREP_*` environment variables and flags.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/live`, `/ready`, `/shapes`) on its own
 //!   thread.
-//! - [`control`]: the control group: a share of rewritable executions sent as written.
+//! - [`control`]: the control group's response-time comparison.
 //! - [`context`]: what all sessions share (the configuration, the rewrite's parts, metrics,
 //!   topology, TLS); only the session, the server, the admin server and the reload read it
 //!   whole: every other module receives the parts it uses, and the import graph has no loops
@@ -28,6 +28,8 @@
 //! - [`socket`]: a connection's socket, plain TCP or TLS, and its halves.
 //! - [`tls`]: TLS toward the clients, PEM loading, and reloading either side's material.
 //! - [`upstream`]: the connection to the upstream node (TCP, then TLS when on).
+//! - [`saving`]: the estimate of server CPU saved: switchback windows, the nodes' CPU read
+//!   around them, the trials and their interval.
 //! - [`shapes`]: per-statement-shape statistics.
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`topology`]: rewriting of topology answers, events and SUPPORTED so drivers stay on the
@@ -52,6 +54,7 @@ pub mod protocol_error;
 pub mod reload;
 pub mod replica;
 pub mod rewrite;
+pub mod saving;
 pub mod schema_agreement;
 pub mod server;
 pub mod session;

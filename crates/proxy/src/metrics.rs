@@ -559,15 +559,15 @@ impl Metrics {
         );
     }
 
-    /// Writes the control comparison's metrics (see [`crate::control`]): the fraction in use,
-    /// the response times of both groups, and `saved`, the estimated server time saved
-    /// ([`crate::shapes::Shapes::estimated_seconds_saved`]).
-    pub fn encode_control(&self, fraction: f64, saved: f64, out: &mut String) {
+    /// Writes the control group's metrics: the fraction in use, the response times of both
+    /// groups (see [`crate::control`]), and `latency_saved`, the response-time difference times
+    /// the rewritten executions ([`crate::shapes::Shapes::response_time_saved`]).
+    pub fn encode_control(&self, fraction: f64, latency_saved: f64, out: &mut String) {
         let mut e = Encoder(out);
         e.head(
             "autoprep_control_fraction",
             "gauge",
-            "The share of each shape's rewritable executions sent as the application's original QUERY (the control group).",
+            "The share of time (switchback windows) in which every rewritable QUERY is sent as the application's original QUERY (the control group).",
         );
         e.sample_f64("autoprep_control_fraction", &[], fraction);
         e.head(
@@ -586,11 +586,159 @@ impl Metrics {
             &mut e,
         );
         e.head(
-            "autoprep_estimated_server_seconds_saved_total",
+            "autoprep_response_time_saved_seconds_total",
             "gauge",
-            "An estimate of server time saved by the rewrite: per tracked shape, mean control response time minus mean rewritten response time, times the QUERYs sent as EXECUTE (shapes with at least 5 samples in each group). An estimate of time on the request path, not a measurement of server CPU; it can fall when a shape leaves /shapes.",
+            "Latency, not CPU: per tracked shape, mean control response time minus mean rewritten response time, times the QUERYs sent as EXECUTE (shapes with at least 5 samples in each group). Queueing is part of it; the server CPU saved is autoprep_server_cpu_saved_seconds_total.",
         );
-        e.sample_f64("autoprep_estimated_server_seconds_saved_total", &[], saved);
+        e.sample_f64(
+            "autoprep_response_time_saved_seconds_total",
+            &[],
+            latency_saved,
+        );
+    }
+
+    /// Writes the estimate of server CPU saved (see [`crate::saving`]); a figure not yet
+    /// measured is NaN, never a guess.
+    pub fn encode_saving(r: &crate::saving::Report, out: &mut String) {
+        let mut e = Encoder(out);
+        let (saved, low, high) = r.saved().unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+        e.head(
+            "autoprep_server_cpu_saved_seconds_total",
+            "gauge",
+            "CPU seconds the cluster did not spend because autoprep rewrote QUERYs as EXECUTEs: the saving per rewritten QUERY measured from the nodes' CPU in switchback windows (--server-metrics-url), times the QUERYs rewritten. A gauge: revised as the measurement improves. NaN until measured.",
+        );
+        e.sample_f64("autoprep_server_cpu_saved_seconds_total", &[], saved);
+        e.head(
+            "autoprep_server_cpu_saved_interval_seconds",
+            "gauge",
+            "The 95 % interval of autoprep_server_cpu_saved_seconds_total (over the trials, each a control episode against the windows around it).",
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_saved_interval_seconds",
+            &[("bound", "low")],
+            low,
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_saved_interval_seconds",
+            &[("bound", "high")],
+            high,
+        );
+        let est = r.estimate;
+        let per = |f: fn(&crate::saving::estimate::Estimate) -> f64| est.as_ref().map_or(f64::NAN, f);
+        e.head(
+            "autoprep_server_cpu_per_request_seconds",
+            "gauge",
+            "The nodes' CPU per rewritable QUERY, in control windows (arm=control: sent as the application's QUERY) and in the rewritten windows around them (arm=rewritten), means over the trials.",
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_per_request_seconds",
+            &[("arm", "control")],
+            per(|e| e.server_control),
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_per_request_seconds",
+            &[("arm", "rewritten")],
+            per(|e| e.server_rewritten),
+        );
+        e.head(
+            "autoprep_own_cpu_per_request_seconds",
+            "gauge",
+            "autoprep's own CPU per rewritable QUERY, in control windows and in the rewritten windows around them (what rewriting costs the sidecar is their difference).",
+        );
+        e.sample_f64(
+            "autoprep_own_cpu_per_request_seconds",
+            &[("arm", "control")],
+            per(|e| e.own_control),
+        );
+        e.sample_f64(
+            "autoprep_own_cpu_per_request_seconds",
+            &[("arm", "rewritten")],
+            per(|e| e.own_rewritten),
+        );
+        e.head(
+            "autoprep_server_cpu_net_saved_seconds",
+            "gauge",
+            "autoprep_server_cpu_saved_seconds_total less autoprep's own CPU since it started (process_cpu_seconds_total): what the deployment saves in all.",
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_net_saved_seconds",
+            &[],
+            r.net().unwrap_or(f64::NAN),
+        );
+        e.head(
+            "autoprep_server_cpu_estimate_seconds_to_precision",
+            "gauge",
+            "How many more seconds of traffic like the last, at the current pace of trials, until the 95 % interval is within +-10 % of the estimate (0 once it is).",
+        );
+        e.sample_f64(
+            "autoprep_server_cpu_estimate_seconds_to_precision",
+            &[],
+            est.and_then(|e| e.seconds_to_tenth).unwrap_or(f64::NAN),
+        );
+        e.head(
+            "autoprep_server_cpu_trials_total",
+            "counter",
+            "Control episodes: used as trials of the estimate, or dropped, by why.",
+        );
+        e.sample("autoprep_server_cpu_trials_total", &[("outcome", "used")], r.trials_used);
+        for (why, n) in crate::saving::estimate::Dropped::ALL
+            .iter()
+            .zip(r.trials_dropped)
+        {
+            e.sample(
+                "autoprep_server_cpu_trials_total",
+                &[("outcome", why.label())],
+                n,
+            );
+        }
+        e.head(
+            "autoprep_rewritable_queries_total",
+            "counter",
+            "QUERYs of ready shapes: sent as EXECUTE (arm=rewritten), or as they came in control windows (arm=control).",
+        );
+        e.sample("autoprep_rewritable_queries_total", &[("arm", "rewritten")], r.rewritten);
+        e.sample("autoprep_rewritable_queries_total", &[("arm", "control")], r.control);
+        e.single(
+            "autoprep_server_metrics_endpoints",
+            "gauge",
+            "The nodes' metrics endpoints read for the estimate (0: --server-metrics-url not set).",
+            r.endpoints as u64,
+        );
+        e.single(
+            "autoprep_server_metrics_failing",
+            "gauge",
+            "Of those, how many failed at their last reading (each logged once when it starts failing).",
+            r.failing as u64,
+        );
+        e.head(
+            "autoprep_server_metrics_errors_total",
+            "counter",
+            "Failed readings of a node's metrics endpoint, by kind: unreachable, timeout (a quarter of a window), too large, http, not an exposition, no cpu series. A failed reading leaves its windows out of the estimate.",
+        );
+        for kind in [
+            "unreachable",
+            "timeout",
+            "too large",
+            "http",
+            "not an exposition",
+            "no cpu series",
+        ] {
+            e.sample(
+                "autoprep_server_metrics_errors_total",
+                &[("reason", kind)],
+                r.errors.get(kind).copied().unwrap_or(0),
+            );
+        }
+        e.head(
+            "process_cpu_seconds_total",
+            "counter",
+            "autoprep's own CPU time (user + system), seconds.",
+        );
+        e.sample_f64(
+            "process_cpu_seconds_total",
+            &[],
+            r.own_cpu.unwrap_or(f64::NAN),
+        );
     }
 
     /// Writes the TLS metrics: reloads by result, and the expiry of the certificates in use.
@@ -925,7 +1073,7 @@ mod tests {
         let mut out = String::new();
         m.encode_control(0.01, 1.5, &mut out);
         assert!(out.contains("autoprep_control_fraction 0.01\n"), "{out}");
-        assert!(out.contains("autoprep_estimated_server_seconds_saved_total 1.5\n"));
+        assert!(out.contains("autoprep_response_time_saved_seconds_total 1.5\n"));
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let labels = line.split_once('{').map(|(_, l)| l).unwrap_or("");
             for kv in labels

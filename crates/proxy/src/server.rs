@@ -22,6 +22,10 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>) {
         ctx.topology.bound(local);
     }
     ctx.listening.store(true, Ordering::Relaxed);
+    tokio::spawn(crate::saving::sampler::run(
+        ctx.rewriter.switchback.clone(),
+        nodes_to_read(ctx.clone()),
+    ));
     let mut next_id = 0u64;
     loop {
         tokio::select! {
@@ -57,6 +61,20 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>) {
             },
         }
     }
+}
+
+/// The nodes whose CPU the estimate of server CPU saved reads: the cluster view's, or else the
+/// contact points' (resolved once).
+fn nodes_to_read(ctx: Arc<Context>) -> crate::saving::sampler::Nodes {
+    let contact: Vec<SocketAddr> = ctx
+        .upstreams
+        .addrs()
+        .filter_map(|a| std::net::ToSocketAddrs::to_socket_addrs(a).ok()?.next())
+        .collect();
+    Box::new(move || match ctx.cluster.current() {
+        Some(view) if view.node_count() > 0 => view.addrs(),
+        _ => contact.clone(),
+    })
 }
 
 /// Binds `cfg.listen` and serves in the background on the current runtime; returns the bound

@@ -218,6 +218,7 @@ impl ShapeStats {
                 .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
             latency_samples: samples,
             control_comparison: self.comparison(),
+            server_cpu: None,
             prepared_with_literals: LiteralPattern {
                 answered: load(&self.literal_answered),
                 passed: self.literal_passed.snapshot(),
@@ -267,6 +268,64 @@ pub struct ShapeSnapshot {
     pub prepared_with_literals: LiteralPattern,
     /// Response times of rewritten and control executions (see [`crate::control`]).
     pub control_comparison: ControlComparison,
+    /// This shape's part of the server CPU saved and of autoprep's own CPU (see
+    /// [`ShapeServerCpu`]); filled in by `/shapes`.
+    pub server_cpu: Option<ShapeServerCpu>,
+}
+
+/// A shape's part of the estimate of server CPU saved (see [`crate::saving`]), seconds.
+///
+/// The nodes' CPU is measured for all the sidecar's rewritten QUERYs together; a shape's part
+/// is apportioned by its rewritten executions times its statement's length (the server's
+/// parse, the work the rewrite avoids, grows with the text), and its part of autoprep's own
+/// CPU by its executions. Null while the estimate has no figure.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ShapeServerCpu {
+    pub saved_seconds: f64,
+    /// The 95 % interval.
+    pub saved_low_seconds: f64,
+    pub saved_high_seconds: f64,
+    /// autoprep's own CPU spent on this shape's executions.
+    pub own_cpu_seconds: f64,
+    /// Saved less own.
+    pub net_seconds: f64,
+}
+
+/// Fills each shape's [`ShapeSnapshot::server_cpu`] from the sidecar's totals: `saved` (the
+/// estimate and its bounds) and `own` CPU seconds, apportioned over `all` (every tracked
+/// shape, whose weights make the whole).
+pub fn apportion(
+    shown: &mut [ShapeSnapshot],
+    all: &[ShapeSnapshot],
+    saved: Option<(f64, f64, f64)>,
+    own: Option<f64>,
+) {
+    let weight = |s: &ShapeSnapshot| s.rewritten as f64 * s.text.len() as f64;
+    let total_weight: f64 = all.iter().map(weight).sum();
+    let total_executions: f64 = all.iter().map(|s| s.executions as f64).sum();
+    let Some((saved, low, high)) = saved else {
+        return;
+    };
+    for s in shown {
+        let part = if total_weight > 0.0 {
+            weight(s) / total_weight
+        } else {
+            0.0
+        };
+        let own = own.unwrap_or(0.0)
+            * if total_executions > 0.0 {
+                s.executions as f64 / total_executions
+            } else {
+                0.0
+            };
+        s.server_cpu = Some(ShapeServerCpu {
+            saved_seconds: saved * part,
+            saved_low_seconds: low * part,
+            saved_high_seconds: high * part,
+            own_cpu_seconds: own,
+            net_seconds: saved * part - own,
+        });
+    }
 }
 
 /// One group's response times in `/shapes`.
@@ -378,10 +437,10 @@ impl Shapes {
         self.evicted.load(Ordering::Relaxed)
     }
 
-    /// The estimated server time saved over the tracked shapes (see [`crate::control`]): per
-    /// shape with enough samples in both groups, the difference of mean response times times
-    /// its QUERYs sent as EXECUTE.
-    pub fn estimated_seconds_saved(&self) -> f64 {
+    /// The response time saved over the tracked shapes (see [`crate::control`]): per shape
+    /// with enough samples in both groups, the difference of mean response times times its
+    /// QUERYs sent as EXECUTE. Latency, not server CPU.
+    pub fn response_time_saved(&self) -> f64 {
         let all: Vec<ShapeRef> = self.lock().iter().map(|(_, s)| s.clone()).collect();
         all.iter()
             .filter_map(|s| {

@@ -352,9 +352,35 @@ pub static OPTIONS: &[Spec] = &[
         value_name: "FRACTION",
         kind: Kind::One,
         hidden: false,
-        help: "The share (0 to 1) of each shape's rewritable executions sent as the application's original QUERY, to compare the server's response time with and without the rewrite (0: none)",
+        help: "The share of time (0 to 1), in random switchback windows, in which every rewritable QUERY is sent as the application's original QUERY, to measure the server CPU and response time saved (0: none; unset: 0.05 with --server-metrics-url, else 0)",
         set: |c, v| {
-            c.control_fraction = v.fraction()?;
+            c.control_fraction = Some(v.fraction()?);
+            Ok(())
+        },
+    },
+    Spec {
+        key: "control_window_ms",
+        flag: "control-window-ms",
+        env: "AUTOPREP_CONTROL_WINDOW_MS",
+        value_name: "MS",
+        kind: Kind::One,
+        hidden: false,
+        help: "The length of a switchback window, milliseconds (100 to 3600000)",
+        set: |c, v| {
+            c.control_window_ms = v.number()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "server_metrics_url",
+        flag: "server-metrics-url",
+        env: "AUTOPREP_SERVER_METRICS_URL",
+        value_name: "URL",
+        kind: Kind::One,
+        hidden: false,
+        help: "The nodes' Prometheus metrics endpoint, {host} standing for each node's address (e.g. http://{host}:7070/metrics): their CPU gives the estimate of server CPU saved (autoprep_server_cpu_saved_seconds_total)",
+        set: |c, v| {
+            c.server_metrics_url = v.optional()?;
             Ok(())
         },
     },

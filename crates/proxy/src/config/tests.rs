@@ -287,6 +287,8 @@ fn options_fields_and_docs_agree() {
         upstream_tls_key: Some("x".into()),
         upstream_tls_server_name: Some("x".into()),
         routing_local_dc: Some("x".into()),
+        server_metrics_url: Some("x".into()),
+        control_fraction: Some(0.5),
         ..Config::default()
     };
     let fields: Vec<String> = toml::Table::try_from(&all_set)

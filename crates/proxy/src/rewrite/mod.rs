@@ -11,6 +11,7 @@ use crate::cluster::ClusterView;
 use crate::config::Config;
 use crate::flavor::{Flavors, SCYLLA_ADMISSION};
 use crate::metrics::Metrics;
+use crate::saving::Switchback;
 use crate::shapes::ShapeRef;
 use crate::shapes::Shapes;
 use autoprep_cache::{CacheConfig, PreparedCache};
@@ -49,9 +50,9 @@ pub struct Rewriter {
     pub flavors: Flavors,
     /// Statistics of the most executed statement shapes (`/shapes`).
     pub shapes: Shapes,
-    /// Every how many executions of a shape one is a control one (`--control-fraction`; see
-    /// [`crate::control`]).
-    pub control_period: Option<u64>,
+    /// The switchback windows: whether a ready shape's QUERY goes as it came now, and the
+    /// counts the estimate of server CPU saved divides by (see [`crate::saving`]).
+    pub switchback: Arc<Switchback>,
     /// The statements clients prepared with literals inline (`--prepare-literals`).
     pub literals: LiteralStatements,
     pub metrics: Arc<Metrics>,
@@ -87,7 +88,7 @@ impl Rewriter {
             encode: EncodeOptions { server_time_zone },
             flavors: Flavors::new(nodes),
             shapes: Shapes::default(),
-            control_period: crate::control::period(cfg.control_fraction),
+            switchback: Arc::new(Switchback::new(cfg)?),
             literals: LiteralStatements::new(cfg.literal_statements_bytes),
             metrics,
             cluster,
@@ -517,9 +518,9 @@ fn decide_shape(
             .failed(node, hash, "bind variable count differs", now);
         return pass("bind variable count differs");
     }
-    let execution = shape_stats.as_ref().map_or(0, |s| s.executions());
-    if crate::control::chosen(execution, rw.control_period) {
-        // The client's own QUERY, for the control comparison (see `control`).
+    if rw.switchback.control_now() {
+        // The client's own QUERY, in a control window (see `saving`).
+        rw.switchback.count_control();
         return pass(crate::control::REASON);
     }
 
@@ -549,7 +550,7 @@ fn decide_shape(
         flags: 0,
         ..params
     };
-    execute_decision(
+    let decision = execute_decision(
         rw,
         header,
         req.custom_payload,
@@ -557,7 +558,11 @@ fn decide_shape(
         entry.result_metadata_id.as_deref(),
         &exec_params,
     )
-    .unwrap_or_else(pass)
+    .unwrap_or_else(pass);
+    if matches!(decision, Decision::Execute { .. }) {
+        rw.switchback.count_rewritten();
+    }
+    decision
 }
 
 /// The EXECUTE of the prepared shape `entry` (under `hash`) with `params`, its values already

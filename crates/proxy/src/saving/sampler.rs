@@ -1,0 +1,333 @@
+//! The sampler: a task that switches the windows at their edges and, around each control
+//! episode, reads every node's CPU, autoprep's own and the request counters, then turns the
+//! windows of a closed episode into a trial.
+//!
+//! A reading that fails, or answers later than a quarter of a window, leaves its windows
+//! unmeasured: their episode is dropped and counted, never estimated from a partial picture.
+//! Each endpoint's failure is logged once when it starts and once when it ends.
+
+use super::estimate::{Dropped, Trial, WindowSample};
+use super::schedule::{Schedule, MAX_EPISODE};
+use super::{own_cpu, unix_ms, Switchback};
+use autoprep_server_metrics::endpoint::MAX_BODY;
+use autoprep_server_metrics::{Endpoint, NodeReading, UrlTemplate};
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// The nodes to read: their native-transport addresses (the cluster view's, or the contact
+/// points').
+pub type Nodes = Box<dyn Fn() -> Vec<SocketAddr> + Send + Sync>;
+
+/// A window with fewer rewritable QUERYs than this gives no trial: its CPU per request would
+/// be the node's idle CPU over a handful of requests.
+pub const MIN_REQUESTS: u64 = 20;
+
+/// Everything read at the start of window `k`.
+#[derive(Debug)]
+struct Reading {
+    k: u64,
+    rewritten: u64,
+    control: u64,
+    own_cpu: f64,
+    nodes: Vec<(String, NodeReading)>,
+}
+
+/// Runs until the runtime stops.
+pub async fn run(sw: Arc<Switchback>, nodes: Nodes) {
+    let schedule = sw.schedule().clone();
+    let mut last: Option<Reading> = None;
+    let mut samples: BTreeMap<u64, WindowSample> = BTreeMap::new();
+    let mut failing: HashSet<String> = HashSet::new();
+    loop {
+        let now = unix_ms();
+        let next = schedule.index_at(now) + 1;
+        let wait = schedule.start_ms(next).saturating_sub(now);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        sw.control_now
+            .store(schedule.is_control(next), Ordering::Relaxed);
+        let Some(url) = sw.metrics_url.as_ref() else {
+            continue;
+        };
+        let done = next - 1;
+        if schedule.read_at_start_of(next) {
+            let reading = read(&sw, url, &nodes, next, &schedule, &mut failing).await;
+            if let (Some(prev), Some(cur)) = (&last, &reading) {
+                if prev.k == done {
+                    if let Some(s) = window(prev, cur) {
+                        samples.insert(done, s);
+                    }
+                }
+            }
+            last = reading;
+        } else {
+            last = None;
+        }
+        if let Some((a, b)) = schedule.episode_closed_by(done) {
+            close_episode(&sw, &schedule, &samples, a, b);
+        }
+        samples.retain(|&k, _| k + 2 * MAX_EPISODE + 4 > next);
+    }
+}
+
+/// Reads every node within a quarter of a window; `None` when any failed.
+async fn read(
+    sw: &Switchback,
+    url: &UrlTemplate,
+    nodes: &Nodes,
+    k: u64,
+    schedule: &Schedule,
+    failing: &mut HashSet<String>,
+) -> Option<Reading> {
+    let endpoints: Vec<Endpoint> = if url.per_node() {
+        nodes().into_iter().map(|a| url.for_node(a)).collect()
+    } else {
+        vec![url.fixed()]
+    };
+    let (rewritten, control) = sw.counters();
+    let own = own_cpu::seconds();
+    let deadline = (schedule.window() / 4).max(Duration::from_millis(20));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, e) in endpoints.iter().cloned().enumerate() {
+        tasks.spawn(async move { (i, e.read(deadline, MAX_BODY).await) });
+    }
+    let mut readings: Vec<Option<NodeReading>> = vec![None; endpoints.len()];
+    let mut ok = true;
+    let mut errors = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        let Ok((i, result)) = done else {
+            ok = false;
+            continue;
+        };
+        let name = &endpoints[i].name;
+        match result {
+            Ok(r) => {
+                if failing.remove(name) {
+                    info!(endpoint = %name, "server metrics: the endpoint answers again");
+                }
+                readings[i] = Some(r);
+            }
+            Err(e) => {
+                ok = false;
+                errors.push(e.kind());
+                if failing.insert(name.clone()) {
+                    warn!(endpoint = %name, error = %e, "server metrics: reading failed; the estimate of server CPU saved is not updated from this node until it answers (autoprep_server_metrics_errors_total)");
+                }
+            }
+        }
+    }
+    {
+        let mut st = sw.lock();
+        st.endpoints = endpoints.len();
+        st.failing = endpoints.iter().filter(|e| failing.contains(&e.name)).count();
+        for kind in errors {
+            *st.errors.entry(kind).or_default() += 1;
+        }
+        if ok && !endpoints.is_empty() {
+            st.readings += 1;
+        }
+    }
+    if !ok || endpoints.is_empty() {
+        return None;
+    }
+    Some(Reading {
+        k,
+        rewritten,
+        control,
+        own_cpu: own.unwrap_or(0.0),
+        nodes: endpoints
+            .into_iter()
+            .map(|e| e.name)
+            .zip(readings.into_iter().flatten())
+            .collect(),
+    })
+}
+
+/// The window between two readings; `None` when the nodes differ or a node restarted.
+fn window(prev: &Reading, cur: &Reading) -> Option<WindowSample> {
+    if prev.nodes.len() != cur.nodes.len() {
+        return None;
+    }
+    let mut server_cpu = 0.0;
+    for ((pn, pr), (cn, cr)) in prev.nodes.iter().zip(&cur.nodes) {
+        if pn != cn {
+            return None;
+        }
+        server_cpu += cr.since(pr).ok()?.cpu_seconds;
+    }
+    Some(WindowSample {
+        server_cpu,
+        own_cpu: (cur.own_cpu - prev.own_cpu).max(0.0),
+        rewritten: cur.rewritten.saturating_sub(prev.rewritten),
+        control: cur.control.saturating_sub(prev.control),
+    })
+}
+
+/// Turns episode `a..=b` and its baselines into a trial, or counts why not.
+fn close_episode(
+    sw: &Switchback,
+    schedule: &Schedule,
+    samples: &BTreeMap<u64, WindowSample>,
+    a: u64,
+    b: u64,
+) {
+    let control: Option<Vec<WindowSample>> = (a..=b).map(|k| samples.get(&k).copied()).collect();
+    let Some(control) = control else {
+        sw.dropped(Dropped::MissingReading);
+        return;
+    };
+    let mut wanted = 0;
+    let mut baseline = Vec::new();
+    for k in [a.checked_sub(1), Some(b + 2)].into_iter().flatten() {
+        if schedule.role(k).baseline {
+            wanted += 1;
+            baseline.extend(samples.get(&k).copied());
+        }
+    }
+    if baseline.is_empty() {
+        sw.dropped(if wanted > 0 {
+            Dropped::MissingReading
+        } else {
+            Dropped::NoBaseline
+        });
+        return;
+    }
+    match Trial::of(schedule.start_ms(a), &control, &baseline, MIN_REQUESTS) {
+        Ok(t) => sw.lock().estimator.push(t),
+        Err(why) => sw.dropped(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(k: u64, cpu: f64, rewritten: u64, control: u64) -> Reading {
+        let text = format!("cassandra_process_cpu_seconds_total {cpu}\n");
+        let e = autoprep_server_metrics::Exposition::parse(&text).unwrap();
+        Reading {
+            k,
+            rewritten,
+            control,
+            own_cpu: k as f64 * 0.01,
+            nodes: vec![("n1".into(), NodeReading::from_exposition(&e).unwrap())],
+        }
+    }
+
+    #[test]
+    fn a_window_is_the_change_between_two_readings() {
+        let w = window(&reading(1, 10.0, 100, 5), &reading(2, 10.5, 900, 5)).unwrap();
+        assert!((w.server_cpu - 0.5).abs() < 1e-12);
+        assert_eq!((w.rewritten, w.control), (800, 0));
+        assert!((w.own_cpu - 0.01).abs() < 1e-12);
+        // A node that restarted in between gives no window.
+        assert_eq!(window(&reading(1, 10.0, 0, 0), &reading(2, 3.0, 0, 0)), None);
+        let mut other = reading(2, 11.0, 0, 0);
+        other.nodes[0].0 = "n2".into();
+        assert_eq!(window(&reading(1, 10.0, 0, 0), &other), None);
+    }
+
+    /// The sampler against a real endpoint: a fraction of 1/3 and short windows, a fake node
+    /// whose CPU grows by 300 µs per control request and 200 µs per rewritten one, and a client
+    /// that keeps both counters moving as the windows say. The estimate finds 100 µs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sampler_finds_the_saving_of_a_simulated_node() {
+        use std::sync::atomic::AtomicU64;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let cpu_us = Arc::new(AtomicU64::new(1_000_000));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = cpu_us.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let cpu = served.load(Ordering::Relaxed) as f64 / 1e6;
+                let body = format!("cassandra_process_cpu_seconds_total {cpu}\n");
+                let _ = s
+                    .write_all(
+                        format!("HTTP/1.1 200 OK\r\n\r\n{body}").as_bytes(),
+                    )
+                    .await;
+            }
+        });
+        let sw = Arc::new(Switchback::with_schedule(
+            Schedule::new(1.0 / 3.0, Duration::from_millis(100), 5),
+            Some(UrlTemplate::parse(&format!("http://{{host}}:{port}/metrics")).unwrap()),
+        ));
+        let nodes: Nodes = Box::new(|| vec!["127.0.0.1:9042".parse().unwrap()]);
+        tokio::spawn(run(sw.clone(), nodes));
+        let client = {
+            let sw = sw.clone();
+            tokio::spawn(async move {
+                for _ in 0..40_000u32 {
+                    if sw.control_now() {
+                        sw.count_control();
+                        cpu_us.fetch_add(300, Ordering::Relaxed);
+                    } else {
+                        sw.count_rewritten();
+                        cpu_us.fetch_add(200, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_micros(250)).await;
+                }
+            })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = sw.report();
+            if r.estimate.is_some_and(|e| e.trials >= 8) || client.is_finished() {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no estimate: {r:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let r = sw.report();
+        let e = r.estimate.unwrap_or_else(|| panic!("no estimate: {r:?}"));
+        // Requests straddling a window edge blur the arms a little: within a fifth.
+        assert!((e.saved - 100e-6).abs() < 20e-6, "{e:?} {r:?}");
+        assert!(r.readings > 0 && r.errors.is_empty(), "{r:?}");
+    }
+
+    /// An endpoint that answers garbage: counted and no estimate, never a figure.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_garbled_endpoint_gives_no_figure() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n<html>\n").await;
+            }
+        });
+        let sw = Arc::new(Switchback::with_schedule(
+            Schedule::new(0.5, Duration::from_millis(50), 5),
+            Some(UrlTemplate::parse(&format!("http://127.0.0.1:{port}/metrics")).unwrap()),
+        ));
+        let nodes: Nodes = Box::new(Vec::new);
+        tokio::spawn(run(sw.clone(), nodes));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while sw.report().errors.is_empty() {
+            assert!(tokio::time::Instant::now() < deadline);
+            for _ in 0..100 {
+                sw.count_rewritten();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = sw.report();
+        assert_eq!(r.errors.get("not an exposition").copied().unwrap_or(0) > 0, true, "{r:?}");
+        assert!(r.estimate.is_none());
+        assert_eq!(r.saved(), None);
+        assert_eq!(r.failing, 1);
+    }
+}
