@@ -19,6 +19,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 if [[ -z "${AUTOPREP_TEST_UPSTREAM:-}" ]]; then
     step "local Cassandra"
+    # With its metrics endpoint (jmx_exporter javaagent): the estimate of server CPU saved is
+    # tested against the node's own CPU.
+    export CASSANDRA_METRICS_PORT="${CASSANDRA_METRICS_PORT:-7070}"
     bash scripts/cassandra.sh start
 fi
 

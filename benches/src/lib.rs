@@ -5,12 +5,14 @@
 //! byte-splice forwarder the proxy is measured against ([`splice`]), the local cluster of
 //! `scripts/cluster.sh` ([`cluster`]), the benchmark's own token-aware client
 //! ([`token_aware`]), server CPU read from the nodes' metrics endpoints ([`remote_cpu`]) and the
-//! check that the benchmark's keyspace is its own before it writes ([`bench_keyspace`]).
+//! check that the benchmark's keyspace is its own before it writes ([`bench_keyspace`]), and the
+//! check of autoprep's estimate of server CPU saved against the measured saving ([`estimate_check`]).
 
 pub mod affinity;
 pub mod bench_keyspace;
 pub mod chart;
 pub mod cluster;
+pub mod estimate_check;
 pub mod fixtures;
 pub mod legacy;
 pub mod load;

@@ -48,13 +48,16 @@ const REQUIRED: [&str; 17] = [
     "autoprep_received_bytes_total",            // bytes in
     "cassandra_cql_preparedstatementsexecuted", // the server's prepared executions
     "cassandra_cql_regularstatementsexecuted",  // and regular ones
-    // Issue 18: what autoprep saved, by the control group and by the server's CPU.
-    "autoprep_estimated_server_seconds_saved_total", // the control group's estimate
-    "autoprep_server_response_seconds_count",        // control vs rewritten response time
-    "autoprep_control_fraction",                     // the control group's size
-    "cassandra_process_cpu_seconds_total",           // Cassandra's CPU per 1000 statements
-    "scylla_reactor_cpu_busy_ms",                    // ScyllaDB's CPU per 1000 requests
-    "scylla_transport_requests_served",              // (its denominator)
+    // Issues 18 and 26: what autoprep saved the server's CPU, and the control group's latency.
+    "autoprep_server_cpu_saved_seconds_total", // the estimate from the nodes' CPU
+    "autoprep_server_cpu_saved_interval_seconds", // its 95 % interval
+    "autoprep_server_cpu_net_saved_seconds",   // net of autoprep's own CPU
+    "process_cpu_seconds_total",               // autoprep's own CPU
+    "autoprep_server_response_seconds_count",  // control vs rewritten response time
+    "autoprep_control_fraction",               // the control group's size
+    "cassandra_process_cpu_seconds_total",     // Cassandra's CPU per 1000 statements
+    "scylla_reactor_cpu_busy_ms",              // ScyllaDB's CPU per 1000 requests
+    "scylla_transport_requests_served",        // (its denominator)
 ];
 
 /// Grafana's own variables.

@@ -70,6 +70,7 @@ use autoprep_benches::affinity::Pinned;
 use autoprep_benches::bench_keyspace;
 use autoprep_benches::chart;
 use autoprep_benches::cluster::{self, ClusterNode};
+use autoprep_benches::estimate_check;
 use autoprep_benches::legacy::{self, Form, Legacy, Mix, Preload};
 use autoprep_benches::load::{self, Conn, Stats};
 use autoprep_benches::procfs;
@@ -124,6 +125,11 @@ struct Args {
     /// splice on the one after, the unrouted autoprep on the one after that).
     #[arg(long, default_value = "127.0.0.1:19044")]
     listen: String,
+    /// More arguments for every autoprep the benchmark starts, one per flag (such as
+    /// `--autoprep-arg=--server-metrics-url=http://{host}:7070/metrics`, which turns on the
+    /// estimate of server CPU saved that the run then checks against what it measured).
+    #[arg(long, allow_hyphen_values = true, value_name = "ARG")]
+    autoprep_arg: Vec<String>,
     /// autoprep's --admission-threshold.
     #[arg(long, default_value_t = 2)]
     admission_threshold: u32,
@@ -324,6 +330,7 @@ impl Proxy {
             .args(["--rewrite", if rewrite { "true" } else { "false" }])
             .args(["--routing", if routing { "true" } else { "false" }])
             .args(["--log", "warn"])
+            .args(&a.autoprep_arg)
             .stdout(Stdio::null())
             .spawn()
             .with_context(|| {
@@ -449,6 +456,9 @@ struct Phase {
     evicted: f64,
     /// How autoprep's counters changed during the phase (the series that did).
     proxy_counters: Option<BTreeMap<String, f64>>,
+    /// autoprep's estimate of server CPU saved per rewritten QUERY at the end of the phase,
+    /// and its 95 % bounds (`estimate_check`).
+    estimate: Option<(f64, f64, f64)>,
     /// Read and write system calls of the server and of the proxy during the phase.
     server_syscalls: Option<u64>,
     proxy_switches: Option<u64>,
@@ -830,6 +840,10 @@ impl Bench {
             regular: after.regular - before.regular - reads,
             prepared: after.prepared - before.prepared,
             evicted: after.evicted - before.evicted,
+            estimate: after
+                .proxy_counters
+                .as_ref()
+                .and_then(estimate_check::per_rewritten),
             proxy_counters: before
                 .proxy_counters
                 .as_ref()
@@ -840,6 +854,49 @@ impl Bench {
             stats,
         })
     }
+}
+
+/// autoprep's estimate of server CPU saved against the saving measured (`estimate_check`), from
+/// /proc and from the metrics endpoints where both were read; `null` when no autoprep phase
+/// carried an estimate.
+fn check_estimate(phases: &[Phase]) -> Value {
+    let direct = |round: usize| {
+        phases
+            .iter()
+            .find(|p| p.mode == Mode::DirectUnprepared && p.round == round)
+    };
+    let rounds = |server: fn(&Phase) -> Option<f64>| -> Vec<estimate_check::Round> {
+        phases
+            .iter()
+            .filter(|p| p.mode == Mode::Autoprep)
+            .filter_map(|p| {
+                let d = direct(p.round)?;
+                Some(estimate_check::Round {
+                    round: p.round,
+                    direct_per_op: server(d)? / d.stats.ops.max(1) as f64,
+                    ops: p.stats.ops as f64,
+                    server_s: server(p)?,
+                    rewritten: p
+                        .proxy_counters
+                        .as_ref()
+                        .and_then(|c| c.get(estimate_check::REWRITTEN).copied())
+                        .unwrap_or(0.0),
+                    proxy_s: p.proxy_s,
+                    estimate: p.estimate,
+                })
+            })
+            .collect()
+    };
+    if !phases.iter().any(|p| p.estimate.is_some()) {
+        return Value::Null;
+    }
+    let proc = rounds(|p| Some(p.server_s));
+    let remote = rounds(|p| p.remote_total().map(|t| t.cpu_seconds));
+    json!({
+        "proc": estimate_check::report("node CPU from /proc", &proc),
+        "metrics_endpoints": (!remote.is_empty())
+            .then(|| estimate_check::report("node CPU from the metrics endpoints", &remote)),
+    })
 }
 
 /// Permutation number `n` (cyclic) of `items` in lexicographic order of positions.
@@ -1898,6 +1955,7 @@ async fn main() -> Result<()> {
                 .join(" ")
         );
     }
+    let estimate_json = check_estimate(&phases);
     let proxy_us = median(proxy_per_rewritten.clone());
     if !auto.is_empty() {
         println!(
@@ -2034,6 +2092,7 @@ async fn main() -> Result<()> {
                 "target": "<= 5",
                 "met": (!auto.is_empty()).then_some(proxy_us <= 5.0),
             },
+            "server_cpu_estimate": estimate_json,
             "autoprep_rewritten_share": (!auto.is_empty()).then_some(rewritten_share),
             "foreign_statements": foreign,
             "warmup": warmups.iter().map(Phase::json).collect::<Vec<_>>(),

@@ -207,11 +207,12 @@ impl Config {
     /// control windows would cost the cluster their share of the saving for a response-time
     /// comparison alone).
     pub fn control_fraction(&self) -> f64 {
-        self.control_fraction.unwrap_or(if self.server_metrics_url.is_some() {
-            DEFAULT_CONTROL_FRACTION
-        } else {
-            0.0
-        })
+        self.control_fraction
+            .unwrap_or(if self.server_metrics_url.is_some() {
+                DEFAULT_CONTROL_FRACTION
+            } else {
+                0.0
+            })
     }
 
     /// The defaults, for `upstream`, listening on an ephemeral loopback port (tests, benches).

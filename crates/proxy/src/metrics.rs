@@ -624,7 +624,8 @@ impl Metrics {
             high,
         );
         let est = r.estimate;
-        let per = |f: fn(&crate::saving::estimate::Estimate) -> f64| est.as_ref().map_or(f64::NAN, f);
+        let per =
+            |f: fn(&crate::saving::estimate::Estimate) -> f64| est.as_ref().map_or(f64::NAN, f);
         e.head(
             "autoprep_server_cpu_per_request_seconds",
             "gauge",
@@ -680,7 +681,11 @@ impl Metrics {
             "counter",
             "Control episodes: used as trials of the estimate, or dropped, by why.",
         );
-        e.sample("autoprep_server_cpu_trials_total", &[("outcome", "used")], r.trials_used);
+        e.sample(
+            "autoprep_server_cpu_trials_total",
+            &[("outcome", "used")],
+            r.trials_used,
+        );
         for (why, n) in crate::saving::estimate::Dropped::ALL
             .iter()
             .zip(r.trials_dropped)
@@ -696,8 +701,16 @@ impl Metrics {
             "counter",
             "QUERYs of ready shapes: sent as EXECUTE (arm=rewritten), or as they came in control windows (arm=control).",
         );
-        e.sample("autoprep_rewritable_queries_total", &[("arm", "rewritten")], r.rewritten);
-        e.sample("autoprep_rewritable_queries_total", &[("arm", "control")], r.control);
+        e.sample(
+            "autoprep_rewritable_queries_total",
+            &[("arm", "rewritten")],
+            r.rewritten,
+        );
+        e.sample(
+            "autoprep_rewritable_queries_total",
+            &[("arm", "control")],
+            r.control,
+        );
         e.single(
             "autoprep_server_metrics_endpoints",
             "gauge",

@@ -33,7 +33,9 @@ pub struct UrlTemplate {
 pub enum UrlError {
     #[error("{url}: https is not supported; reach the endpoint over plain HTTP")]
     Https { url: String },
-    #[error("{url}: the URL needs a host (or {{host}}) and a port, as in http://{{host}}:7070/metrics")]
+    #[error(
+        "{url}: the URL needs a host (or {{host}}) and a port, as in http://{{host}}:7070/metrics"
+    )]
     NoPort { url: String },
 }
 
@@ -199,13 +201,14 @@ impl Endpoint {
             }
             Ok(raw)
         };
-        let raw = tokio::time::timeout(timeout, fetch)
-            .await
-            .map_err(|_| ScrapeError::Timeout {
-                addr: self.addr.clone(),
-                path: self.path.clone(),
-                timeout,
-            })??;
+        let raw =
+            tokio::time::timeout(timeout, fetch)
+                .await
+                .map_err(|_| ScrapeError::Timeout {
+                    addr: self.addr.clone(),
+                    path: self.path.clone(),
+                    timeout,
+                })??;
         http_body(&raw).map_err(|reason| ScrapeError::Http {
             addr: self.addr.clone(),
             path: self.path.clone(),
@@ -315,7 +318,10 @@ mod tests {
         let t = UrlTemplate::parse("http://{host}:7070/metrics").unwrap();
         assert!(t.per_node());
         let e = t.for_node("127.0.0.52:9042".parse().unwrap());
-        assert_eq!((e.addr.as_str(), e.path.as_str()), ("127.0.0.52:7070", "/metrics"));
+        assert_eq!(
+            (e.addr.as_str(), e.path.as_str()),
+            ("127.0.0.52:7070", "/metrics")
+        );
         let e = t.for_node("[::1]:9042".parse().unwrap());
         assert_eq!(e.addr, "[::1]:7070");
         assert_eq!(t.to_string(), "http://{host}:7070/metrics");
@@ -336,7 +342,10 @@ mod tests {
         assert_eq!(http_body(chunked).unwrap(), "a 1\nb 2\n");
         assert!(http_body(b"HTTP/1.1 404 Not Found\r\n\r\n").is_err());
         assert!(http_body(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\nxx").is_err());
-        assert!(http_body(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffff\r\nx").is_err());
+        assert!(http_body(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffff\r\nx"
+        )
+        .is_err());
     }
 
     proptest! {
@@ -385,13 +394,25 @@ mod tests {
     async fn bad_endpoints_are_errors_of_their_kind() {
         let t = Duration::from_secs(5);
         let (addr, _s) = one_shot(b"HTTP/1.1 200 OK\r\n\r\n<html>hello</html>\n".to_vec()).await;
-        let err = Endpoint::parse(&addr).unwrap().read(t, MAX_BODY).await.unwrap_err();
+        let err = Endpoint::parse(&addr)
+            .unwrap()
+            .read(t, MAX_BODY)
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "not an exposition", "{err}");
         let (addr, _s) = one_shot(b"HTTP/1.1 200 OK\r\n\r\njvm_threads 4\n".to_vec()).await;
-        let err = Endpoint::parse(&addr).unwrap().read(t, MAX_BODY).await.unwrap_err();
+        let err = Endpoint::parse(&addr)
+            .unwrap()
+            .read(t, MAX_BODY)
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "no cpu series", "{err}");
         let (addr, _s) = one_shot(vec![b'x'; 5000]).await;
-        let err = Endpoint::parse(&addr).unwrap().read(t, 1000).await.unwrap_err();
+        let err = Endpoint::parse(&addr)
+            .unwrap()
+            .read(t, 1000)
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "too large", "{err}");
         // A listener that never answers.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -403,7 +424,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), "timeout", "{err}");
         drop(silent);
-        let err = Endpoint::parse(&addr).unwrap().read(t, MAX_BODY).await.unwrap_err();
+        let err = Endpoint::parse(&addr)
+            .unwrap()
+            .read(t, MAX_BODY)
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "unreachable", "{err}");
     }
 }

@@ -45,7 +45,10 @@ impl Exposition {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            series.push(parse_line(line).map_err(|reason| ParseError { line: n + 1, reason })?);
+            series.push(parse_line(line).map_err(|reason| ParseError {
+                line: n + 1,
+                reason,
+            })?);
         }
         Ok(Exposition { series })
     }

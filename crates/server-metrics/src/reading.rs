@@ -350,8 +350,8 @@ scylla_cql_prepared_cache_evictions{shard="1"} 4
         assert_eq!(r.cpu_seconds, 1234.5);
         // The standalone exporter's own process CPU is not Cassandra's: refused.
         let standalone = text.replace("jmx_prometheus_javaagent", "jmx_prometheus_httpserver");
-        let err = NodeReading::from_exposition(&Exposition::parse(&standalone).unwrap())
-            .unwrap_err();
+        let err =
+            NodeReading::from_exposition(&Exposition::parse(&standalone).unwrap()).unwrap_err();
         assert_eq!(err, ReadingError::StandaloneExporter);
         assert!(err.to_string().contains("its own JVM"));
         // Nothing to read at all.

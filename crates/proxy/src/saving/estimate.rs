@@ -67,11 +67,17 @@ impl Trial {
         self.server_control - self.server_rewritten
     }
 
-    /// Compares `control` windows with `baseline` windows; `None` when either has fewer than
-    /// `min_requests` requests in some window (the ratio would be noise) or no baseline.
+    /// Compares `control` windows, with the `washout` window after them, with `baseline`
+    /// windows; `None` when any has fewer than `min_requests` requests in some window (the
+    /// ratio would be noise) or there is no baseline.
+    ///
+    /// The episode's effect is the CPU of its control and washout windows above what the
+    /// baseline's CPU per request gives for their requests, over the control requests: work
+    /// the control requests leave to the washout (their garbage) is theirs.
     pub fn of(
         at_unix_ms: u64,
         control: &[WindowSample],
+        washout: &[WindowSample],
         baseline: &[WindowSample],
         min_requests: u64,
     ) -> Result<Trial, Dropped> {
@@ -80,19 +86,29 @@ impl Trial {
         }
         if control
             .iter()
+            .chain(washout)
             .chain(baseline)
             .any(|w| w.requests() < min_requests)
         {
             return Err(Dropped::LittleTraffic);
         }
-        let (c, b) = (WindowSample::sum(control), WindowSample::sum(baseline));
-        let (nc, nb) = (c.requests() as f64, b.requests() as f64);
+        let (c, w, b) = (
+            WindowSample::sum(control),
+            WindowSample::sum(washout),
+            WindowSample::sum(baseline),
+        );
+        let (nc, nw, nb) = (
+            c.requests() as f64,
+            w.requests() as f64,
+            b.requests() as f64,
+        );
+        let (server_base, own_base) = (b.server_cpu / nb, b.own_cpu / nb);
         Ok(Trial {
             at_unix_ms,
-            server_control: c.server_cpu / nc,
-            server_rewritten: b.server_cpu / nb,
-            own_control: c.own_cpu / nc,
-            own_rewritten: b.own_cpu / nb,
+            server_control: (c.server_cpu + w.server_cpu - server_base * nw) / nc,
+            server_rewritten: server_base,
+            own_control: (c.own_cpu + w.own_cpu - own_base * nw) / nc,
+            own_rewritten: own_base,
             control_requests: c.requests(),
             baseline_requests: b.requests(),
         })
@@ -157,9 +173,9 @@ pub struct Estimator {
 /// The 0.975 quantile of Student's t with `df` degrees of freedom.
 pub fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -256,18 +272,35 @@ mod tests {
     #[test]
     fn a_trial_is_cpu_per_request_of_each_arm() {
         // 1000 requests a window: 0.17 s of CPU in the control window, 0.14 s around it.
-        let t = Trial::of(5, &[w(0.17, 0, 1000)], &[w(0.14, 1000, 0), w(0.15, 1000, 0)], 50)
-            .unwrap();
+        let t = Trial::of(
+            5,
+            &[w(0.17, 0, 1000)],
+            &[],
+            &[w(0.14, 1000, 0), w(0.15, 1000, 0)],
+            50,
+        )
+        .unwrap();
         assert!((t.server_control - 170e-6).abs() < 1e-12);
         assert!((t.server_rewritten - 145e-6).abs() < 1e-12);
         assert!((t.saved() - 25e-6).abs() < 1e-12);
         assert_eq!((t.control_requests, t.baseline_requests), (1000, 2000));
+        // A washout 0.02 s above the baseline's 145 us per request: 20 us more per control
+        // request.
+        let t = Trial::of(
+            5,
+            &[w(0.17, 0, 1000)],
+            &[w(0.165, 1000, 0)],
+            &[w(0.14, 1000, 0), w(0.15, 1000, 0)],
+            50,
+        )
+        .unwrap();
+        assert!((t.saved() - 45e-6).abs() < 1e-12, "{t:?}");
         assert_eq!(
-            Trial::of(5, &[w(0.17, 0, 10)], &[w(0.14, 1000, 0)], 50),
+            Trial::of(5, &[w(0.17, 0, 10)], &[], &[w(0.14, 1000, 0)], 50),
             Err(Dropped::LittleTraffic)
         );
         assert_eq!(
-            Trial::of(5, &[w(0.17, 0, 1000)], &[], 50),
+            Trial::of(5, &[w(0.17, 0, 1000)], &[], &[], 50),
             Err(Dropped::NoBaseline)
         );
     }
@@ -281,7 +314,9 @@ mod tests {
         let mut x = 12345u64;
         let mut widths = Vec::new();
         for i in 0..400u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let noise = ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 40e-6;
             e.push(Trial {
                 at_unix_ms: i * 20_000,
@@ -303,7 +338,9 @@ mod tests {
         assert!(widths.last() < widths.first());
         assert!((est.own_rewritten - 5e-6).abs() < 1e-12);
         // Within ±10 % already, or a finite wait.
-        assert!(est.seconds_to_tenth.is_some_and(|s| s.is_finite() && s >= 0.0));
+        assert!(est
+            .seconds_to_tenth
+            .is_some_and(|s| s.is_finite() && s >= 0.0));
         assert_eq!(e.outcomes().0, 400);
     }
 
@@ -332,7 +369,7 @@ mod tests {
     #[test]
     fn old_trials_are_forgotten_and_drops_counted() {
         let mut e = Estimator::default();
-        let t = Trial::of(0, &[w(0.2, 0, 100)], &[w(0.1, 100, 0)], 1).unwrap();
+        let t = Trial::of(0, &[w(0.2, 0, 100)], &[], &[w(0.1, 100, 0)], 1).unwrap();
         for _ in 0..Estimator::CAPACITY + 10 {
             e.push(t);
         }

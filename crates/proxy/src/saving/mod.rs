@@ -109,8 +109,7 @@ impl Switchback {
     pub fn new(cfg: &Config) -> anyhow::Result<Switchback> {
         let metrics_url = match &cfg.server_metrics_url {
             Some(u) => Some(
-                UrlTemplate::parse(u)
-                    .map_err(|e| anyhow::anyhow!("--server-metrics-url: {e}"))?,
+                UrlTemplate::parse(u).map_err(|e| anyhow::anyhow!("--server-metrics-url: {e}"))?,
             ),
             None => None,
         };

@@ -122,7 +122,10 @@ async fn read(
     {
         let mut st = sw.lock();
         st.endpoints = endpoints.len();
-        st.failing = endpoints.iter().filter(|e| failing.contains(&e.name)).count();
+        st.failing = endpoints
+            .iter()
+            .filter(|e| failing.contains(&e.name))
+            .count();
         for kind in errors {
             *st.errors.entry(kind).or_default() += 1;
         }
@@ -179,6 +182,10 @@ fn close_episode(
         sw.dropped(Dropped::MissingReading);
         return;
     };
+    let Some(washout) = samples.get(&(b + 1)).copied() else {
+        sw.dropped(Dropped::MissingReading);
+        return;
+    };
     let mut wanted = 0;
     let mut baseline = Vec::new();
     for k in [a.checked_sub(1), Some(b + 2)].into_iter().flatten() {
@@ -195,7 +202,13 @@ fn close_episode(
         });
         return;
     }
-    match Trial::of(schedule.start_ms(a), &control, &baseline, MIN_REQUESTS) {
+    match Trial::of(
+        schedule.start_ms(a),
+        &control,
+        &[washout],
+        &baseline,
+        MIN_REQUESTS,
+    ) {
         Ok(t) => sw.lock().estimator.push(t),
         Err(why) => sw.dropped(why),
     }
@@ -224,7 +237,10 @@ mod tests {
         assert_eq!((w.rewritten, w.control), (800, 0));
         assert!((w.own_cpu - 0.01).abs() < 1e-12);
         // A node that restarted in between gives no window.
-        assert_eq!(window(&reading(1, 10.0, 0, 0), &reading(2, 3.0, 0, 0)), None);
+        assert_eq!(
+            window(&reading(1, 10.0, 0, 0), &reading(2, 3.0, 0, 0)),
+            None
+        );
         let mut other = reading(2, 11.0, 0, 0);
         other.nodes[0].0 = "n2".into();
         assert_eq!(window(&reading(1, 10.0, 0, 0), &other), None);
@@ -251,9 +267,7 @@ mod tests {
                 let cpu = served.load(Ordering::Relaxed) as f64 / 1e6;
                 let body = format!("cassandra_process_cpu_seconds_total {cpu}\n");
                 let _ = s
-                    .write_all(
-                        format!("HTTP/1.1 200 OK\r\n\r\n{body}").as_bytes(),
-                    )
+                    .write_all(format!("HTTP/1.1 200 OK\r\n\r\n{body}").as_bytes())
                     .await;
             }
         });
@@ -325,7 +339,11 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let r = sw.report();
-        assert_eq!(r.errors.get("not an exposition").copied().unwrap_or(0) > 0, true, "{r:?}");
+        assert_eq!(
+            r.errors.get("not an exposition").copied().unwrap_or(0) > 0,
+            true,
+            "{r:?}"
+        );
         assert!(r.estimate.is_none());
         assert_eq!(r.saved(), None);
         assert_eq!(r.failing, 1);

@@ -10,9 +10,10 @@
 //! would show each sidecar the whole fleet's saving over its own requests).
 //!
 //! A control *episode* is a run of consecutive control windows `a..=b`. It is compared with
-//! the *baseline* windows around it: `a − 1` (before) and `b + 2` (after); window `b + 1` is a
-//! washout, left out because the server still works off the control requests (answers in
-//! flight, the parse's garbage collected by the next GC).
+//! the *baseline* windows around it: `a − 1` (before) and `b + 2` (after). Window `b + 1` is
+//! the *washout*: the server still works off the control requests there (answers in flight,
+//! the parse's garbage collected by the next GC), so it is measured too and its CPU above the
+//! baseline is counted to the episode.
 
 use std::time::Duration;
 
@@ -23,12 +24,14 @@ pub struct Role {
     pub control: bool,
     /// A rewritten window next to an episode (before it or after its washout): compared with it.
     pub baseline: bool,
+    /// The window right after an episode.
+    pub washout: bool,
 }
 
 impl Role {
     /// Whether the window's CPU is measured.
     pub fn measured(self) -> bool {
-        self.control || self.baseline
+        self.control || self.baseline || self.washout
     }
 }
 
@@ -107,6 +110,7 @@ impl Schedule {
             return Role {
                 control: true,
                 baseline: false,
+                washout: false,
             };
         }
         let prev = k.checked_sub(1).is_some_and(c);
@@ -116,6 +120,7 @@ impl Schedule {
         Role {
             control: false,
             baseline,
+            washout: prev,
         }
     }
 
@@ -183,7 +188,7 @@ mod tests {
             };
             episodes += 1;
             assert!((a..=b).all(|k| s.role(k).control));
-            assert!(!s.role(b + 1).measured(), "washout");
+            assert!(s.role(b + 1).washout && !s.role(b + 1).baseline);
             assert_eq!(s.role(b + 2).baseline, !s.is_control(b + 2));
             if a > 1 && !s.is_control(a - 2) {
                 assert!(s.role(a - 1).baseline);
@@ -196,9 +201,7 @@ mod tests {
         }
         assert!(episodes > 2000, "{episodes}");
         // A window that is neither measured nor next to one is never read.
-        let quiet = (10..20_000u64)
-            .filter(|&k| !s.read_at_start_of(k))
-            .count();
+        let quiet = (10..20_000u64).filter(|&k| !s.read_at_start_of(k)).count();
         assert!(quiet > 0);
     }
 }
