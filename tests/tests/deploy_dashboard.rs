@@ -36,7 +36,7 @@ const SERVER_METRICS: [&str; 11] = [
 ];
 
 /// What the issues ask the dashboard to show, by the metric that shows it.
-const REQUIRED: [&str; 17] = [
+const REQUIRED: [&str; 20] = [
     "autoprep_queries_total",                   // rewrite ratio
     "autoprep_cache_lookups_total",             // cache hits
     "autoprep_cache_entries",                   // cache entries

@@ -108,9 +108,12 @@ fn parse_line(line: &str) -> Result<Series, &'static str> {
     })
 }
 
+/// A series' labels, in the order written.
+type Labels = Vec<(String, String)>;
+
 /// Parses `k="v",k2="v2"}` (after the `{`), with the escapes of the format (`\\`, `\"`, `\n`);
 /// returns the labels and what follows the `}`.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), &'static str> {
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), &'static str> {
     let mut labels = Vec::new();
     loop {
         s = s.trim_start();
