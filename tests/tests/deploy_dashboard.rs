@@ -36,7 +36,7 @@ const SERVER_METRICS: [&str; 11] = [
 ];
 
 /// What the issues ask the dashboard to show, by the metric that shows it.
-const REQUIRED: [&str; 20] = [
+const REQUIRED: [&str; 19] = [
     "autoprep_queries_total",                   // rewrite ratio
     "autoprep_cache_lookups_total",             // cache hits
     "autoprep_cache_entries",                   // cache entries
@@ -52,7 +52,6 @@ const REQUIRED: [&str; 20] = [
     "autoprep_server_cpu_saved_seconds_total", // the estimate from the nodes' CPU
     "autoprep_server_cpu_saved_interval_seconds", // its 95 % interval
     "autoprep_server_cpu_net_saved_seconds",   // net of autoprep's own CPU
-    "process_cpu_seconds_total",               // autoprep's own CPU
     "autoprep_server_response_seconds_count",  // control vs rewritten response time
     "autoprep_control_fraction",               // the control group's size
     "cassandra_process_cpu_seconds_total",     // Cassandra's CPU per 1000 statements

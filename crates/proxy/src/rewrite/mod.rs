@@ -88,7 +88,11 @@ impl Rewriter {
             encode: EncodeOptions { server_time_zone },
             flavors: Flavors::new(nodes),
             shapes: Shapes::default(),
-            switchback: Arc::new(Switchback::new(cfg)?),
+            switchback: Arc::new(Switchback::new(
+                cfg.control_fraction(),
+                cfg.control_window_ms,
+                cfg.server_metrics_url.as_deref(),
+            )?),
             literals: LiteralStatements::new(cfg.literal_statements_bytes),
             metrics,
             cluster,

@@ -18,7 +18,6 @@ pub mod own_cpu;
 pub mod sampler;
 pub mod schedule;
 
-use crate::config::Config;
 use autoprep_server_metrics::UrlTemplate;
 use estimate::{Dropped, Estimate, Estimator};
 use schedule::Schedule;
@@ -105,9 +104,15 @@ impl Report {
 }
 
 impl Switchback {
-    /// From `control_fraction`, `control_window_ms` and `server_metrics_url`.
-    pub fn new(cfg: &Config) -> anyhow::Result<Switchback> {
-        let metrics_url = match &cfg.server_metrics_url {
+    /// From the configuration's `control_fraction`, `control_window_ms` and
+    /// `server_metrics_url` (values, not the configuration: `config` must not depend on this
+    /// module's dependents).
+    pub fn new(
+        fraction: f64,
+        window_ms: u64,
+        server_metrics_url: Option<&str>,
+    ) -> anyhow::Result<Switchback> {
+        let metrics_url = match server_metrics_url {
             Some(u) => Some(
                 UrlTemplate::parse(u).map_err(|e| anyhow::anyhow!("--server-metrics-url: {e}"))?,
             ),
@@ -115,8 +120,8 @@ impl Switchback {
         };
         Ok(Switchback::with_schedule(
             Schedule::new(
-                cfg.control_fraction(),
-                Duration::from_millis(cfg.control_window_ms),
+                fraction,
+                Duration::from_millis(window_ms),
                 Schedule::random_seed(),
             ),
             metrics_url,
