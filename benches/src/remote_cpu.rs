@@ -6,8 +6,9 @@
 //! that estimate reads the nodes the same way.
 
 use anyhow::{bail, Context, Result};
-pub use autoprep_server_metrics::endpoint::MAX_BODY;
-pub use autoprep_server_metrics::{total, Endpoint, NodeDelta, NodeReading, Server};
+use autoprep_server_metrics::endpoint::MAX_BODY;
+use autoprep_server_metrics::Server;
+pub use autoprep_server_metrics::{total, Endpoint, NodeDelta, NodeReading};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -189,8 +189,7 @@ impl Switchback {
         }
     }
 
-    /// The trials kept, as `(start, saved per request, server control, server rewritten)`
-    /// seconds, for `/saving`.
+    /// The trials kept, oldest first, for `/saving`.
     pub fn trials(&self) -> Vec<estimate::Trial> {
         self.lock().estimator.trials().copied().collect()
     }
