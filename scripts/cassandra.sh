@@ -25,6 +25,8 @@
 #                                             with a conf/cassandra-rackdc.properties of this dc
 #   CASSANDRA_RACK          [r1]              the rack in that file (only with CASSANDRA_DC)
 #   CASSANDRA_NUM_TOKENS    [1]               num_tokens (vnodes); fixed once the node has joined
+#   CASSANDRA_INITIAL_TOKEN []                initial_token (with one token: where the node sits
+#                                             on the ring); unset: random; fixed once joined
 #   CASSANDRA_AUTH          [none]            none | password (PasswordAuthenticator +
 #                                             CassandraAuthorizer, superuser cassandra/cassandra)
 #   CASSANDRA_CLIENT_TLS_KEYSTORE []          PEM file with the node's private key (PKCS#8) and
@@ -68,6 +70,7 @@ CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-autoprep}"
 DC="${CASSANDRA_DC:-}"
 RACK="${CASSANDRA_RACK:-}"
 NUM_TOKENS="${CASSANDRA_NUM_TOKENS:-}"
+INITIAL_TOKEN="${CASSANDRA_INITIAL_TOKEN:-}"
 AUTH="${CASSANDRA_AUTH:-none}"
 TLS_KEYSTORE="${CASSANDRA_CLIENT_TLS_KEYSTORE:-}"
 TLS_TRUSTSTORE="${CASSANDRA_CLIENT_TLS_TRUSTSTORE:-}"
@@ -105,6 +108,7 @@ case "$AUTH" in none|password) ;; *) die "CASSANDRA_AUTH must be none or passwor
 case "$TLS_OPTIONAL" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_OPTIONAL must be true or false" ;; esac
 case "$TLS_CLIENT_AUTH" in true|false) ;; *) die "CASSANDRA_CLIENT_TLS_REQUIRE_CLIENT_AUTH must be true or false" ;; esac
 [[ -z "$NUM_TOKENS" || "$NUM_TOKENS" =~ ^[1-9][0-9]*$ ]] || die "CASSANDRA_NUM_TOKENS must be a positive integer"
+[[ -z "$INITIAL_TOKEN" || "$INITIAL_TOKEN" =~ ^-?[0-9]+$ ]] || die "CASSANDRA_INITIAL_TOKEN must be a Murmur3 token (an integer)"
 [[ -z "$METRICS_PORT" || "$METRICS_PORT" =~ ^[1-9][0-9]*$ ]] || die "CASSANDRA_METRICS_PORT must be a port number"
 [[ -z "$RACK" || -n "$DC" ]] || die "CASSANDRA_RACK needs CASSANDRA_DC"
 [[ "$DC$RACK" =~ ^[A-Za-z0-9_.-]*$ ]] || die "CASSANDRA_DC and CASSANDRA_RACK: letters, digits, _ . - only"
@@ -281,6 +285,9 @@ write_config() {
         fi
         if [[ -n "$PREPARED_CACHE" ]]; then
             echo "prepared_statements_cache_size: $PREPARED_CACHE"
+        fi
+        if [[ -n "$INITIAL_TOKEN" ]]; then
+            echo "initial_token: $INITIAL_TOKEN"
         fi
         if [[ -n "$TLS_KEYSTORE" ]]; then
             echo "client_encryption_options:"

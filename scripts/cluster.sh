@@ -42,8 +42,12 @@
 #   AUTOPREP_CLUSTER_PREFIX      [cluster]        node directory names <prefix>-n1 … -n3
 #   AUTOPREP_CLUSTER_NAME        [autoprep-cluster]
 #   AUTOPREP_CLUSTER_NATIVE_PORT [9042]           AUTOPREP_CLUSTER_STORAGE_PORT [7000]
-#   AUTOPREP_CLUSTER_NUM_TOKENS  [16]             vnodes per node (random tokens); only a new
-#                                                 (wiped) node takes a new value
+#   AUTOPREP_CLUSTER_DCS         [dc1,dc1,dc2]    the datacenters of nodes 1, 2, 3 (dc1,dc1,dc1: one
+#                                                 datacenter); only a new (wiped) node takes a new one
+#   AUTOPREP_CLUSTER_NUM_TOKENS  [16]             vnodes per node (random tokens); 1: one token per
+#                                                 node, evenly spaced, node 1 at the minimum token
+#                                                 (-2^63; then -2^63 + 2^64/3, -2^63 + 2*2^64/3);
+#                                                 only a new (wiped) node takes a new value
 #   AUTOPREP_CLUSTER_HEAP        [512M]
 #   AUTOPREP_CLUSTER_JVM_OPTS    [-XX:TieredStopAtLevel=1]  CASSANDRA_JVM_OPTS of every node: C1
 #                                                 only takes about 40% less CPU to start (steady
@@ -77,12 +81,13 @@ START_TIMEOUT="${AUTOPREP_CLUSTER_START_TIMEOUT:-180}"
 STOP_TIMEOUT="${AUTOPREP_CLUSTER_STOP_TIMEOUT:-30}"
 
 # The topology: node i is in DCS[i], RACKS[i]. Node 1 is the only seed; the others bootstrap.
-DCS=(dc1 dc1 dc2)
+IFS=, read -r -a DCS <<<"${AUTOPREP_CLUSTER_DCS:-dc1,dc1,dc2}"
 RACKS=(r1 r2 r1)
 N=3
 
 log() { printf '[cluster.sh] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+((${#DCS[@]} == 3)) || die "AUTOPREP_CLUSTER_DCS must name three datacenters (one per node)"
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -98,6 +103,11 @@ check_n() {
     [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] && (( $1 <= N )) || die "node number must be 1-$N, not '${1:-}'"
 }
 
+initial_token() {   # node n's token with one token per node: evenly spaced from the minimum
+    [[ "$NUM_TOKENS" == 1 ]] || return 0
+    python3 -c 'import sys; n = int(sys.argv[1]); print(-2**63 + (n - 1) * (2**64 // 3))' "$1"
+}
+
 node_sh() {   # node_sh <n> <cassandra.sh arguments…>: cassandra.sh with node n's settings
     local n="$1"; shift
     local i=$(( n - 1 ))
@@ -111,6 +121,7 @@ node_sh() {   # node_sh <n> <cassandra.sh arguments…>: cassandra.sh with node 
     CASSANDRA_DC="${DCS[i]}" \
     CASSANDRA_RACK="${RACKS[i]}" \
     CASSANDRA_NUM_TOKENS="$NUM_TOKENS" \
+    CASSANDRA_INITIAL_TOKEN="$(initial_token "$n")" \
     CASSANDRA_HEAP="$HEAP" \
     CASSANDRA_JVM_OPTS="$JVM_OPTS" \
     CASSANDRA_RING_DELAY_MS="$RING_DELAY_MS" \

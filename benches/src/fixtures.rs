@@ -57,6 +57,7 @@ pub fn hit_path() -> (Rewriter, Header, Vec<u8>) {
         shape.hash(None),
         PreparedEntry {
             text: shape.text.clone(),
+            conditional: false,
             fingerprint: shape.fingerprint(None),
             keyspace: None,
             id: Bytes::from_static(&[7; 16]),

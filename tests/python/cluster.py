@@ -158,9 +158,12 @@ class LocalCluster:
 
     START_TIMEOUT = 600    # the whole cluster from nothing: about 55 s on a busy 2-core machine
 
-    def __init__(self, addresses=None, port=9042, start=True):
+    def __init__(self, addresses=None, port=9042, start=True, env=None):
+        # `env`: AUTOPREP_CLUSTER_* settings of this cluster's own (a second cluster beside the
+        # default one: other addresses, JMX ports, prefix, layout), over the environment's.
+        self.env = dict(env or {})
         self.managed = addresses is None
-        self.addresses = list(addresses or os.environ.get(
+        self.addresses = list(addresses or self.env.get("AUTOPREP_CLUSTER_NODES") or os.environ.get(
             "AUTOPREP_CLUSTER_NODES", ",".join(DEFAULT_NODES)).split(","))
         if len(self.addresses) != 3:
             raise ValueError(f"three node addresses expected, not {self.addresses}")
@@ -182,7 +185,7 @@ class LocalCluster:
 
     # --- scripts/cluster.sh ----------------------------------------------------------------
     def script(self, *args, timeout=300, check=True):
-        env = dict(os.environ, AUTOPREP_CLUSTER_NODES=",".join(self.addresses))
+        env = dict(os.environ, **self.env, AUTOPREP_CLUSTER_NODES=",".join(self.addresses))
         # A process group of its own: a timeout ends the script and its helpers (nodetool,
         # flock), never the nodes (cassandra.sh starts them with setsid).
         with subprocess.Popen([str(SCRIPT), *map(str, args)], env=env, text=True,

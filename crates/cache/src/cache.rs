@@ -411,6 +411,7 @@ mod tests {
     fn entry(text: &str) -> PreparedEntry {
         PreparedEntry {
             text: text.into(),
+            conditional: false,
             fingerprint: [0; 16],
             keyspace: Some("ks".into()),
             id: Bytes::from_static(&[1; 16]),

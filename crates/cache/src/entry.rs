@@ -8,6 +8,10 @@ use bytes::Bytes;
 pub struct PreparedEntry {
     /// The canonical text that was prepared.
     pub text: String,
+    /// The statement is conditional (`IF ...`: see
+    /// [`autoprep_protocol::cql::conditional`]), read once from `text`: only then does a
+    /// request's serial consistency matter to the server, and to routing.
+    pub conditional: bool,
     /// MD5 of keyspace and text (`Shape::fingerprint`), computed once when the shape was
     /// prepared; the cache files the entry under the faster [`crate::key::ShapeHash`].
     pub fingerprint: [u8; 16],

@@ -171,10 +171,11 @@ async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> 
             reply(StatusCode::OK, JSON, shapes_json(ctx, limit))
         }
         "/saving" => reply(StatusCode::OK, JSON, saving_json(ctx)),
+        "/cluster" => reply(StatusCode::OK, JSON, cluster_json(ctx)),
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,
-            "not found: try /live, /ready, /metrics, /shapes, /saving, /log\n",
+            "not found: try /live, /ready, /metrics, /shapes, /saving, /cluster, /log\n",
         ),
     }
 }
@@ -217,6 +218,7 @@ pub fn metrics_text(ctx: &Context) -> String {
         &mut out,
     );
     Metrics::encode_saving(&ctx.rewriter.switchback.report(), &mut out);
+    Metrics::encode_local_dc(ctx.cluster.local_dc(), &mut out);
     let expiry = TlsExpiry {
         client: ctx
             .client_tls
@@ -307,6 +309,57 @@ pub fn shapes_json(ctx: &Context, limit: usize) -> String {
         shapes,
     };
     let mut s = serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// `/cluster`: the local datacenter and how it was decided, the nodes of the cluster view,
+/// and where each contact point lies for homing client connections.
+pub fn cluster_json(ctx: &Context) -> String {
+    use crate::contact_points::Place;
+    let cluster = &ctx.cluster;
+    let view = cluster.current();
+    let local = cluster.local_dc();
+    let nodes: Vec<_> = view.as_ref().map_or(Vec::new(), |v| {
+        v.nodes()
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "address": n.addr.to_string(),
+                    "datacenter": n.datacenter,
+                    "local": local.is_some_and(|l| l.name == n.datacenter),
+                })
+            })
+            .collect()
+    });
+    let points = &ctx.upstreams;
+    let contact_points: Vec<_> = (0..points.len())
+        .map(|i| {
+            let resolved = points.resolved(i);
+            let place = match resolved.map(|a| cluster.place(a, ctx.cfg.routing_remote_failover)) {
+                Some(Place::Local) => "local",
+                None | Some(Place::Unknown) => "unknown",
+                Some(Place::Remote) => "remote (failover)",
+                Some(Place::Excluded) => "remote (not used)",
+            };
+            serde_json::json!({
+                "contact_point": points.addr(i),
+                "address": resolved.map(|a| a.to_string()),
+                "place": place,
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "routing": cluster.enabled(),
+        "local_datacenter": local.map(|l| serde_json::json!({
+            "name": l.name,
+            "source": if l.configured { "--routing-local-dc" } else { "the first contact point that answered" },
+        })),
+        "remote_failover": ctx.cfg.routing_remote_failover,
+        "nodes": nodes,
+        "contact_points": contact_points,
+    });
+    let mut s = serde_json::to_string_pretty(&body).unwrap_or_default();
     s.push('\n');
     s
 }

@@ -23,9 +23,9 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// A view is read again after this long even without events.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(60);
@@ -91,6 +91,11 @@ impl View {
         self.nodes.len()
     }
 
+    /// The nodes.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
     /// Every node's native-transport address.
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(|n| n.addr).collect()
@@ -118,7 +123,10 @@ struct Collect {
 #[derive(Debug)]
 pub struct ClusterView {
     enabled: bool,
-    configured_dc: Option<String>,
+    /// The local datacenter: configured, or decided by the first view read; never changed.
+    local_dc: OnceLock<LocalDc>,
+    /// The last view read had no node in the local datacenter (logged when it turns).
+    local_dc_missing: AtomicBool,
     view: RwLock<Option<Arc<View>>>,
     stale: AtomicBool,
     refreshing: AtomicBool,
@@ -140,6 +148,14 @@ pub struct ClusterView {
     client_prepared: Mutex<lru::LruCache<Bytes, Arc<PreparedEntry>>>,
 }
 
+/// The local datacenter, and whether the user named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalDc {
+    pub name: String,
+    /// `--routing-local-dc`; otherwise the datacenter of the node the first view was read from.
+    pub configured: bool,
+}
+
 /// Client-prepared statements remembered for routing (least recently used go first).
 const CLIENT_PREPARED: usize = 10_000;
 
@@ -151,9 +167,17 @@ impl ClusterView {
     /// A view that routes when `enabled`, preferring replicas in `local_dc` (by default the
     /// datacenter of the node the first refresh read `system.local` from).
     pub fn new(enabled: bool, local_dc: Option<String>) -> ClusterView {
+        let decided = OnceLock::new();
+        if let Some(name) = local_dc {
+            let _ = decided.set(LocalDc {
+                name,
+                configured: true,
+            });
+        }
         ClusterView {
             enabled,
-            configured_dc: local_dc,
+            local_dc: decided,
+            local_dc_missing: AtomicBool::new(false),
             view: RwLock::new(None),
             stale: AtomicBool::new(false),
             refreshing: AtomicBool::new(false),
@@ -324,10 +348,15 @@ impl ClusterView {
             (None, None) => return Err("system.peers unreadable"),
         };
         nodes.extend(peers.into_iter().filter(|(n, _)| n.addr != home));
-        let local_dc = self
-            .configured_dc
-            .clone()
-            .unwrap_or_else(|| nodes[0].0.datacenter.clone());
+        let local_dc = self.decide_local_dc(&nodes[0].0).name.clone();
+        let missing = !nodes.iter().any(|(n, _)| n.datacenter == local_dc);
+        if self.local_dc_missing.swap(missing, Ordering::Relaxed) != missing {
+            if missing {
+                warn!(local_dc = %local_dc, "no node of the cluster is in the local datacenter: requests go to replicas of other datacenters, and new client connections to their contact points only with remote failover");
+            } else {
+                info!(local_dc = %local_dc, "the local datacenter has nodes again");
+            }
+        }
         let ring = Ring::new(
             nodes
                 .iter()
@@ -367,6 +396,60 @@ impl ClusterView {
             keyspaces,
             local_dc,
         })
+    }
+
+    /// The local datacenter, once decided: configured, or the datacenter of `first` (the node
+    /// the first view was read from, whose connection went to the first contact point that
+    /// answered); decided once, logged once.
+    fn decide_local_dc(&self, first: &NodeInfo) -> &LocalDc {
+        self.local_dc.get_or_init(|| {
+            info!(
+                local_dc = %first.datacenter,
+                node = %first.addr,
+                "local datacenter decided: that of the first contact point that answered; it stays for the process's life (--routing-local-dc names one)"
+            );
+            LocalDc {
+                name: first.datacenter.clone(),
+                configured: false,
+            }
+        })
+    }
+
+    /// The local datacenter, once known.
+    pub fn local_dc(&self) -> Option<&LocalDc> {
+        self.local_dc.get()
+    }
+
+    /// How a new client connection chooses its contact point (see
+    /// [`crate::contact_points::Homing`]), given `place`, which places a contact point by its
+    /// address (see [`ClusterView::place`]).
+    pub fn homing<'a>(
+        &self,
+        place: &'a (dyn Fn(SocketAddr) -> crate::contact_points::Place + Sync),
+    ) -> crate::contact_points::Homing<'a> {
+        use crate::contact_points::Homing;
+        if !self.enabled {
+            Homing::Anywhere
+        } else if self.current().is_none() {
+            Homing::First
+        } else {
+            Homing::Local(place)
+        }
+    }
+
+    /// Where the node at `addr` lies for homing a client connection: in the local datacenter,
+    /// not in the view, or in another (tried last with `remote_failover`, else never).
+    pub fn place(&self, addr: SocketAddr, remote_failover: bool) -> crate::contact_points::Place {
+        use crate::contact_points::Place;
+        let (Some(view), Some(local)) = (self.current(), self.local_dc()) else {
+            return Place::Unknown;
+        };
+        match view.nodes.iter().find(|n| n.addr == addr) {
+            None => Place::Unknown,
+            Some(n) if n.datacenter == local.name => Place::Local,
+            Some(_) if remote_failover => Place::Remote,
+            Some(_) => Place::Excluded,
+        }
     }
 
     /// The replica a request of `keyspace` whose partition has `token` goes to, for a client
@@ -416,14 +499,32 @@ impl ClusterView {
     }
 
     /// Whether the node at `addr` is known to hold the prepared statement `id`, and whether
-    /// every node but `home` of `view` is.
-    pub fn is_known(&self, view: &View, addr: SocketAddr, id: &[u8]) -> (bool, bool) {
+    /// every node of `view` but `home` (the asking connection's own node) is.
+    ///
+    /// "Every node but `home`" is judged node by node, never by a count: the set of nodes known
+    /// to hold an id was filled by connections of other homes, so it may hold every node but
+    /// this connection's replica and still have as many entries as the view has nodes less
+    /// one. Counted, a node that only ever prepared the statement as some connection's home
+    /// (whose PREPARE the proxy does not record per node) was never prepared on through a
+    /// replica connection, and never routed to.
+    pub fn is_known(
+        &self,
+        view: &View,
+        home: SocketAddr,
+        addr: SocketAddr,
+        id: &[u8],
+    ) -> (bool, bool) {
         let Ok(id) = <[u8; 16]>::try_from(id) else {
             return (false, false);
         };
         let known = self.known.read().unwrap_or_else(|p| p.into_inner());
         match known.get(&id) {
-            Some(nodes) => (nodes.contains(&addr), nodes.len() + 1 >= view.nodes.len()),
+            Some(nodes) => (
+                nodes.contains(&addr),
+                view.nodes
+                    .iter()
+                    .all(|n| n.addr == home || nodes.contains(&n.addr)),
+            ),
             None => (false, false),
         }
     }
@@ -623,11 +724,17 @@ mod tests {
             keyspaces: HashMap::new(),
             local_dc: "dc1".into(),
         };
+        let c: SocketAddr = "127.0.0.3:1".parse().unwrap();
         v.learn(a, &[7; 16]);
-        assert_eq!(v.is_known(&view, a, &[7; 16]), (true, false));
-        assert_eq!(v.is_known(&view, b, &[7; 16]), (false, false));
+        assert_eq!(v.is_known(&view, c, a, &[7; 16]), (true, false));
+        assert_eq!(v.is_known(&view, c, b, &[7; 16]), (false, false));
         v.learn(b, &[7; 16]);
-        assert_eq!(v.is_known(&view, b, &[7; 16]), (true, true));
+        assert_eq!(v.is_known(&view, c, b, &[7; 16]), (true, true));
+        // Known on a and b, the homes of other connections: for a connection whose home is a,
+        // c is still to be prepared on (the count, 2 of 3 nodes, would have said "everywhere").
+        assert_eq!(v.is_known(&view, a, c, &[7; 16]), (false, false));
+        v.learn(c, &[7; 16]);
+        assert_eq!(v.is_known(&view, a, c, &[7; 16]), (true, true));
         v.forget(a, &[7; 16]);
         assert!(!v.holds(a, &[7; 16]));
     }

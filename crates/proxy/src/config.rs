@@ -57,10 +57,15 @@ pub struct Config {
     /// Send each rewritten EXECUTE whose partition is known to a replica that owns it, over a
     /// connection of the client's own to that node (see `cluster` and `replica`).
     pub routing: bool,
-    /// The datacenter whose replicas are preferred; unset, that of the node the proxy first
-    /// read the cluster from.
+    /// The local datacenter: its replicas are preferred, and client connections are homed on
+    /// its contact points only. Unset, that of the first contact point that answers, decided
+    /// once for the process's life.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_local_dc: Option<String>,
+    /// Home a client connection on a contact point of another datacenter when none of the
+    /// local datacenter's answers (as a driver's remote failover does); off, such a
+    /// connection is closed.
+    pub routing_remote_failover: bool,
     /// Answer a client's PREPARE of a statement with literals inline from its shape (see
     /// `literal_prepare`).
     pub prepare_literals: bool,
@@ -154,6 +159,7 @@ impl Default for Config {
             rewrite: true,
             routing: true,
             routing_local_dc: None,
+            routing_remote_failover: false,
             prepare_literals: true,
             literal_statements_bytes: 16 * 1024 * 1024,
             control_fraction: None,

@@ -9,10 +9,18 @@
 //! per back-off period, not one per connection), and never given up on entirely (when every
 //! node is in back-off, all are still tried in order).
 //!
+//! With routing, connections are homed in the local datacenter only (see [`Homing`]): until
+//! the cluster is read, every connection goes to the first contact point that answers, in the
+//! configured order (the node whose datacenter becomes the local one); then round-robin over
+//! the local datacenter's contact points, those whose datacenter is not known yet after them,
+//! and those of other datacenters only with remote failover, after every other. So a `LOCAL_*`
+//! consistency means the same datacenter on every client connection, as for a DC-aware driver.
+//!
 //! A node's index in the list is its identity for the prepared-statement cache: each node has
 //! its own server-side cache, so a shape prepared on one node is prepared again on another.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -47,6 +55,33 @@ struct Node {
     addr: String,
     /// Until when the node is tried last, after a failure.
     backoff_until: Mutex<Option<Instant>>,
+    /// Its address: `addr` itself when it is an IP address, else the one a connection to it
+    /// last reached (see [`ContactPoints::connected`]).
+    resolved: Mutex<Option<SocketAddr>>,
+}
+
+/// Where a contact point lies, for the homing of a new client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Place {
+    /// In the local datacenter.
+    Local,
+    /// Not known: a host name not connected to yet, or an address the cluster view lacks.
+    Unknown,
+    /// In another datacenter: tried after every other (remote failover).
+    Remote,
+    /// In another datacenter: never tried.
+    Excluded,
+}
+
+/// How a new client connection chooses among the contact points.
+pub enum Homing<'a> {
+    /// Round-robin over every contact point (no datacenter matters: routing is off).
+    Anywhere,
+    /// The first that answers, in the configured order (the local datacenter is not known
+    /// yet: it becomes this node's).
+    First,
+    /// Round-robin by [`Place`], as `place` places each contact point's address.
+    Local(&'a (dyn Fn(SocketAddr) -> Place + Sync)),
 }
 
 /// The configured nodes and the round-robin cursor.
@@ -81,6 +116,7 @@ impl ContactPoints {
             nodes.push(Node {
                 addr: entry.to_owned(),
                 backoff_until: Mutex::new(None),
+                resolved: Mutex::new(entry.parse().ok()),
             });
         }
         if nodes.is_empty() {
@@ -112,22 +148,49 @@ impl ContactPoints {
         self.nodes.iter().map(|n| n.addr.as_str())
     }
 
-    /// The order in which to try the nodes for a new connection: from the round-robin cursor
-    /// on, nodes not in back-off first, then those in back-off (soonest to leave it first).
-    pub fn pick(&self, now: Instant) -> Vec<usize> {
-        let n = self.nodes.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
-        let mut healthy = Vec::with_capacity(n);
-        let mut backing_off = Vec::new();
-        for i in (0..n).map(|k| (start + k) % n) {
-            match self.backoff_until(i) {
-                Some(until) if until > now => backing_off.push((until, i)),
-                _ => healthy.push(i),
-            }
+    /// The order in which to try the nodes for a new connection: nodes not in back-off first,
+    /// then those in back-off (soonest to leave it first); with [`Homing::Local`], the local
+    /// datacenter's before those not placed yet, those of other datacenters last or not at
+    /// all. The best of them take turns (round-robin) unless [`Homing::First`]; the rest
+    /// follow in the configured order.
+    pub fn pick(&self, now: Instant, homing: &Homing<'_>) -> Vec<usize> {
+        let mut order: Vec<_> = (0..self.nodes.len())
+            .filter_map(|i| {
+                let place = match homing {
+                    Homing::Local(place) => self.resolved(i).map_or(Place::Unknown, place),
+                    _ => Place::Local,
+                };
+                let backoff = self.backoff_until(i).filter(|until| *until > now);
+                // Another datacenter's last, then back-off, then place.
+                (place != Place::Excluded).then_some(((place == Place::Remote, backoff, place), i))
+            })
+            .collect();
+        // Stable: equal keys keep the configured order.
+        order.sort_by_key(|(key, _)| *key);
+        let best = order
+            .iter()
+            .take_while(|(key, _)| Some(key) == order.first().map(|(k, _)| k))
+            .count();
+        if best > 1 && !matches!(homing, Homing::First) {
+            let turn = self.next.fetch_add(1, Ordering::Relaxed) % best;
+            order[..best].rotate_left(turn);
         }
-        backing_off.sort();
-        healthy.extend(backing_off.into_iter().map(|(_, i)| i));
-        healthy
+        order.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Node `i`'s address: as configured when an IP address, else as last connected to.
+    pub fn resolved(&self, i: usize) -> Option<SocketAddr> {
+        self.nodes
+            .get(i)
+            .and_then(|n| *n.resolved.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A connection to node `i` reached `peer`: the node's address from now on (a host name's
+    /// address, for placing it in a datacenter).
+    pub fn connected(&self, i: usize, peer: SocketAddr) {
+        if let Some(node) = self.nodes.get(i) {
+            *node.resolved.lock().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+        }
     }
 
     fn backoff_until(&self, i: usize) -> Option<Instant> {
@@ -164,6 +227,7 @@ impl ContactPoints {
     pub async fn connect<S, E, F, Fut>(
         &self,
         failures: &AtomicU64,
+        homing: &Homing<'_>,
         mut connect_one: F,
     ) -> Result<(S, Picked), ConnectError>
     where
@@ -172,7 +236,14 @@ impl ContactPoints {
         Fut: Future<Output = Result<S, E>>,
     {
         let mut attempts = Vec::new();
-        for i in self.pick(Instant::now()) {
+        let order = self.pick(Instant::now(), homing);
+        if order.len() < self.nodes.len() {
+            attempts.push(format!(
+                "{} contact point(s) of other datacenters than the local one not tried (--routing-remote-failover)",
+                self.nodes.len() - order.len()
+            ));
+        }
+        for i in order {
             let addr = &self.nodes[i].addr;
             match connect_one(addr.clone()).await {
                 Ok(sock) => {
@@ -223,10 +294,10 @@ mod tests {
     fn round_robin_starting_point() {
         let cp = ContactPoints::parse("a:1,b:2,c:3").unwrap();
         let now = Instant::now();
-        assert_eq!(cp.pick(now), [0, 1, 2]);
-        assert_eq!(cp.pick(now), [1, 2, 0]);
-        assert_eq!(cp.pick(now), [2, 0, 1]);
-        assert_eq!(cp.pick(now), [0, 1, 2]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [0, 1, 2]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [1, 2, 0]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [2, 0, 1]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [0, 1, 2]);
     }
 
     #[test]
@@ -236,12 +307,55 @@ mod tests {
         cp.failed(0, now);
         cp.failed(1, now - Duration::from_secs(1));
         // b leaves its back-off first, so it comes before a.
-        assert_eq!(cp.pick(now), [2, 1, 0]);
-        assert_eq!(cp.pick(now), [2, 1, 0]);
-        // After the back-off both are healthy again, in round-robin order.
-        assert_eq!(cp.pick(now + BACKOFF + Duration::from_millis(1)), [2, 0, 1]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [2, 1, 0]);
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [2, 1, 0]);
+        // After the back-off all are healthy again, in round-robin order (the turns count only
+        // picks with a choice: this is the first).
+        assert_eq!(
+            cp.pick(now + BACKOFF + Duration::from_millis(1), &Homing::Anywhere),
+            [0, 1, 2]
+        );
         cp.succeeded(0);
-        assert_eq!(cp.pick(now), [0, 2, 1]);
+        // The second turn among the two healthy ones; b still backs off.
+        assert_eq!(cp.pick(now, &Homing::Anywhere), [2, 0, 1]);
+    }
+
+    #[test]
+    fn homes_stay_in_the_local_datacenter() {
+        let cp = ContactPoints::parse("10.0.0.1:9042,db:9042,10.0.0.3:9042,10.0.0.4:9042").unwrap();
+        let now = Instant::now();
+        // Not read yet: the first that answers, in order, every time.
+        assert_eq!(cp.pick(now, &Homing::First), [0, 1, 2, 3]);
+        assert_eq!(cp.pick(now, &Homing::First), [0, 1, 2, 3]);
+        // .1 and .4 are local, .3 remote; the host name is not placed until connected to.
+        let place = |a: SocketAddr| match a.ip().to_string().as_str() {
+            "10.0.0.1" | "10.0.0.4" => Place::Local,
+            _ => Place::Excluded,
+        };
+        let local = Homing::Local(&place);
+        let mut firsts = Vec::new();
+        for _ in 0..4 {
+            let order = cp.pick(now, &local);
+            assert_eq!(order.len(), 3, "{order:?}");
+            assert_eq!(order[2], 1, "the unplaced host name after the local ones");
+            firsts.push(order[0]);
+        }
+        firsts.sort();
+        assert_eq!(firsts, [0, 0, 3, 3], "round-robin over the local ones");
+        // Connected, the host name turns out remote: never tried again.
+        cp.connected(1, "10.0.0.2:9042".parse().unwrap());
+        assert!(!cp.pick(now, &local).contains(&1));
+        // A local node in back-off comes after the other local one, before nothing remote.
+        cp.failed(0, now);
+        assert_eq!(cp.pick(now, &local), [3, 0]);
+        // With remote failover the others come last, healthy or not.
+        let failover = |a: SocketAddr| match place(a) {
+            Place::Excluded => Place::Remote,
+            p => p,
+        };
+        let order = cp.pick(now, &Homing::Local(&failover));
+        assert_eq!(&order[..2], [3, 0]);
+        assert_eq!(order.len(), 4);
     }
 
     /// A connector that names the address in its error, as the session's does.
@@ -266,7 +380,7 @@ mod tests {
                 .unwrap();
             let failures = AtomicU64::new(0);
             for _ in 0..4 {
-                let (sock, picked) = cp.connect(&failures, tcp).await.unwrap();
+                let (sock, picked) = cp.connect(&failures, &Homing::Anywhere, tcp).await.unwrap();
                 assert_eq!(picked.node, 1);
                 assert_eq!(sock.peer_addr().unwrap(), live.local_addr().unwrap());
                 let _ = live.accept().await.unwrap();
@@ -274,9 +388,12 @@ mod tests {
             // The dead node cost one attempt: from then on it was tried after the live one.
             assert_eq!(failures.load(Ordering::Relaxed), 1);
             // The dead node was remembered: it is tried last now.
-            assert_eq!(cp.pick(Instant::now())[1], 0);
+            assert_eq!(cp.pick(Instant::now(), &Homing::Anywhere)[1], 0);
             let all_dead = ContactPoints::parse(&dead_addr.to_string()).unwrap();
-            let err = all_dead.connect(&failures, tcp).await.unwrap_err();
+            let err = all_dead
+                .connect(&failures, &Homing::Anywhere, tcp)
+                .await
+                .unwrap_err();
             assert_eq!(err.attempts.len(), 1);
             assert!(err.to_string().contains(&dead_addr.to_string()), "{err}");
         });

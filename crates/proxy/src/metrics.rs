@@ -39,6 +39,8 @@ pub struct Metrics {
     routed_home: Mutex<BTreeMap<&'static str, u64>>,
     /// Routed requests per replica node (bounded by the cluster's size): read-locked to count.
     routed_nodes: std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
+    /// Client connections homed on each node, by its address.
+    home_nodes: std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
     pub prepares_ok: AtomicU64,
     pub prepares_failed: AtomicU64,
     /// Answers to the proxy's PREPAREs not used: not proven to describe the statement meant
@@ -176,15 +178,12 @@ impl Metrics {
     /// An EXECUTE went to the replica `node`.
     pub fn routed_to(&self, node: std::net::SocketAddr) {
         self.routed_replica.fetch_add(1, Ordering::Relaxed);
-        {
-            let m = self.routed_nodes.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(c) = m.get(&node) {
-                c.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        }
-        let mut m = self.routed_nodes.write().unwrap_or_else(|p| p.into_inner());
-        m.entry(node).or_default().fetch_add(1, Ordering::Relaxed);
+        count_node(&self.routed_nodes, node);
+    }
+
+    /// A client connection was homed on `node`.
+    pub fn homed_on(&self, node: std::net::SocketAddr) {
+        count_node(&self.home_nodes, node);
     }
 
     /// Pass-through counts by reason.
@@ -330,12 +329,16 @@ impl Metrics {
             "counter",
             "Requests sent to each replica node over the clients' replica connections.",
         );
-        let nodes: Vec<_> = {
-            let m = self.routed_nodes.read().unwrap_or_else(|p| p.into_inner());
-            m.iter().map(|(k, v)| (k.to_string(), load(v))).collect()
-        };
-        for (node, n) in nodes {
+        for (node, n) in node_counts(&self.routed_nodes) {
             e.sample("autoprep_routed_requests_total", &[("node", &node)], n);
+        }
+        e.head(
+            "autoprep_home_connections_total",
+            "counter",
+            "Client connections homed on each node (their upstream connection): with routing, on contact points of the local datacenter only (see autoprep_routing_local_datacenter).",
+        );
+        for (node, n) in node_counts(&self.home_nodes) {
+            e.sample("autoprep_home_connections_total", &[("node", &node)], n);
         }
 
         e.head(
@@ -788,6 +791,54 @@ impl Metrics {
             }
         }
     }
+
+    /// `autoprep_routing_local_datacenter`: the local datacenter, once decided.
+    pub fn encode_local_dc(local: Option<&crate::cluster::LocalDc>, out: &mut String) {
+        let mut e = Encoder(out);
+        e.head(
+            "autoprep_routing_local_datacenter",
+            "gauge",
+            "1 for the local datacenter (its replicas preferred, client connections homed on its contact points), named by --routing-local-dc (source=configured) or that of the first contact point that answered (source=first contact point); absent until decided. It never changes within a process.",
+        );
+        if let Some(l) = local {
+            let source = if l.configured {
+                "configured"
+            } else {
+                "first contact point"
+            };
+            e.sample(
+                "autoprep_routing_local_datacenter",
+                &[("dc", &l.name), ("source", source)],
+                1,
+            );
+        }
+    }
+}
+
+/// Every node's count in `map`, by address.
+fn node_counts(
+    map: &std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
+) -> Vec<(String, u64)> {
+    let m = map.read().unwrap_or_else(|p| p.into_inner());
+    m.iter()
+        .map(|(k, v)| (k.to_string(), v.load(Ordering::Relaxed)))
+        .collect()
+}
+
+/// Adds one to `node`'s counter of `map`.
+fn count_node(
+    map: &std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
+    node: std::net::SocketAddr,
+) {
+    {
+        let m = map.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = m.get(&node) {
+            c.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    }
+    let mut m = map.write().unwrap_or_else(|p| p.into_inner());
+    m.entry(node).or_default().fetch_add(1, Ordering::Relaxed);
 }
 
 /// Histogram bucket upper bounds: in nanoseconds, and as written in the `le` label.

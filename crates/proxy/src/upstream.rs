@@ -256,16 +256,17 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
 }
 
 /// Opens a connection to an upstream node for a new client connection: the contact points
-/// in turn, from the round-robin starting point (see [`crate::contact_points`]).
+/// in the order `homing` gives (see [`crate::contact_points`]).
 /// Each attempt has `timeout`; a failed one is counted in `failures`.
 pub async fn connect(
     points: &ContactPoints,
+    homing: &contact_points::Homing<'_>,
     tls: Option<&UpstreamTls>,
     timeout: Duration,
     failures: &AtomicU64,
 ) -> Result<(Socket, Picked), contact_points::ConnectError> {
     points
-        .connect(failures, |addr| async move {
+        .connect(failures, homing, |addr| async move {
             connect_to(&addr, tls, timeout).await
         })
         .await

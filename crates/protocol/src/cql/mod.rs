@@ -1,7 +1,9 @@
 //! The CQL language as far as the rewrite needs it: the lexer, the literal values, and the
 //! normalizer that turns a literal-bearing statement into a canonical shape plus its literals,
-//! and the table a SELECT reads (for the proxy's topology rewriting).
+//! the table a SELECT reads (for the proxy's topology rewriting), and whether a statement is
+//! conditional (for routing by its serial consistency).
 
+pub mod conditional;
 pub mod lexer;
 pub mod literal;
 pub mod normalize;

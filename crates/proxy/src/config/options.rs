@@ -261,9 +261,22 @@ pub static OPTIONS: &[Spec] = &[
         value_name: "DC",
         kind: Kind::One,
         hidden: false,
-        help: "The datacenter whose replicas are preferred (unset: that of the first node the proxy reads the cluster from)",
+        help: "The local datacenter: its replicas are preferred and client connections are homed on its contact points only (unset: that of the first contact point that answers, decided once)",
         set: |c, v| {
             c.routing_local_dc = v.optional()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "routing_remote_failover",
+        flag: "routing-remote-failover",
+        env: "AUTOPREP_ROUTING_REMOTE_FAILOVER",
+        value_name: "BOOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "Home a client connection on a contact point of another datacenter when none of the local datacenter's answers (off: the connection is closed, as a DC-aware driver without remote failover does)",
+        set: |c, v| {
+            c.routing_remote_failover = v.boolean()?;
             Ok(())
         },
     },

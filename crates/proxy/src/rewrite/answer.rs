@@ -8,6 +8,7 @@ use crate::metrics::Metrics;
 use crate::{prepare_proof, schema_agreement};
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{plain_body, Compression};
+use autoprep_protocol::cql::conditional::is_conditional;
 use autoprep_protocol::envelope::{Envelope, Opcode};
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
 use autoprep_protocol::message::ResponseBody;
@@ -75,6 +76,7 @@ impl Rewriter {
                 return Some(Err(()));
             };
             Some(Ok(PreparedEntry {
+                conditional: is_conditional(&text),
                 text,
                 fingerprint,
                 keyspace,

@@ -477,6 +477,7 @@ mod tests {
     fn entry() -> Arc<PreparedEntry> {
         Arc::new(PreparedEntry {
             text: String::new(),
+            conditional: false,
             fingerprint: [0; 16],
             keyspace: None,
             id: Bytes::from_static(&[1; 16]),

@@ -207,9 +207,20 @@ pub struct Route {
     pub entry: Arc<PreparedEntry>,
     /// A batch's other statements: the replica must hold them too.
     pub others: Vec<Arc<PreparedEntry>>,
-    /// The consistency (or serial consistency) is a `LOCAL_*` one: only a replica in the
-    /// datacenter of the client connection's node may coordinate it.
+    /// Only a replica in the datacenter of the client connection's node may coordinate it
+    /// (see [`local_only`]).
     pub local_only: bool,
+}
+
+/// Whether only a replica in the datacenter of the client connection's node may coordinate a
+/// request: its consistency is a `LOCAL_*` one, or its statement is `conditional` and its
+/// serial consistency is `LOCAL_SERIAL`. The server uses the serial consistency for nothing
+/// else (conditional statements' Paxos rounds, and reads at a serial consistency, which the
+/// consistency itself says), while drivers send one with every request (the `scylla` crate
+/// sends `LOCAL_SERIAL` by default): counted for every statement, it would keep most requests
+/// of a two-datacenter cluster from their replicas.
+pub fn local_only(consistency: u16, serial: Option<u16>, conditional: bool) -> bool {
+    is_local_consistency(consistency) || (conditional && serial.is_some_and(is_local_consistency))
 }
 
 /// `LOCAL_QUORUM`, `LOCAL_SERIAL` and `LOCAL_ONE` (native protocol spec, section 3).
@@ -595,8 +606,11 @@ pub(crate) fn execute_decision(
             token,
             entry: entry.clone(),
             others: Vec::new(),
-            local_only: is_local_consistency(params.consistency)
-                || params.serial_consistency.is_some_and(is_local_consistency),
+            local_only: local_only(
+                params.consistency,
+                params.serial_consistency,
+                entry.conditional,
+            ),
         })
     } else {
         None
@@ -628,6 +642,22 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_serial_consistency_restricts_only_a_conditional_statement() {
+        const ONE: u16 = 0x0001;
+        const LOCAL_QUORUM: u16 = 0x0006;
+        const SERIAL: u16 = 0x0008;
+        const LOCAL_SERIAL: u16 = 0x0009;
+        // The scylla crate's default: LOCAL_SERIAL with every request.
+        assert!(!local_only(ONE, Some(LOCAL_SERIAL), false));
+        assert!(local_only(ONE, Some(LOCAL_SERIAL), true));
+        assert!(!local_only(ONE, Some(SERIAL), true));
+        assert!(!local_only(ONE, None, true));
+        assert!(local_only(LOCAL_QUORUM, None, false));
+        // A read at LOCAL_SERIAL: its consistency says so.
+        assert!(local_only(LOCAL_SERIAL, None, false));
     }
 
     #[test]
@@ -665,6 +695,7 @@ mod tests {
             shape.hash(ks),
             PreparedEntry {
                 text: shape.text.clone(),
+                conditional: false,
                 fingerprint: shape.fingerprint(ks),
                 keyspace: ks.map(str::to_owned),
                 id: Bytes::from_static(&[7; 16]),

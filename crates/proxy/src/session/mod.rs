@@ -78,8 +78,10 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
             return;
         }
     };
+    let place = |addr| ctx.cluster.place(addr, cfg.routing_remote_failover);
     let (upstream, picked) = match upstream::connect(
         &ctx.upstreams,
+        &ctx.cluster.homing(&place),
         ctx.upstream_tls.as_ref(),
         Duration::from_millis(cfg.connect_timeout_ms),
         &ctx.metrics.upstream_connect_failures,
@@ -94,6 +96,10 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     };
     debug!(node = picked.node, upstream = %picked.addr, "connected upstream");
     let home = socket::peer_addr(&upstream);
+    if let Some(home) = home {
+        ctx.upstreams.connected(picked.node as usize, home);
+        ctx.metrics.homed_on(home);
+    }
     let (client_rd, client_wr) = socket::into_split(client);
     let (upstream_rd, upstream_wr) = socket::into_split(upstream);
     let sent = Some(ctx.metrics.bytes_to_clients.clone());

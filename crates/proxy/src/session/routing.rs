@@ -18,6 +18,7 @@ use crate::shapes::ShapeRef;
 use crate::writer::Out;
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::compression::{plain_body, Compression};
+use autoprep_protocol::cql::conditional::is_conditional;
 use autoprep_protocol::envelope::Header;
 use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
@@ -103,7 +104,7 @@ pub(super) async fn route(
     };
     let mut known = true;
     for e in std::iter::once(entry).chain(&route.others) {
-        let (here, everywhere) = ctx.cluster.is_known(&view, addr, &e.id);
+        let (here, everywhere) = ctx.cluster.is_known(&view, home_addr, addr, &e.id);
         known &= here;
         if !everywhere {
             // Prepared on every replica this connection reaches, as drivers prepare on
@@ -190,6 +191,7 @@ pub(super) fn client_prepared(
     }
     ctx.cluster.client_prepared(PreparedEntry {
         fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
+        conditional: is_conditional(&text),
         text,
         keyspace,
         id: Bytes::copy_from_slice(p.id),
@@ -215,17 +217,17 @@ pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Opt
     let e = ExecuteView::parse(rb.message, header.version).ok()?;
     let values = e.params.values.filter(|v| !v.named)?;
     let token = rewrite::partition_token(&entry.pk_indexes, values.raw)?;
+    let local_only = rewrite::local_only(
+        e.params.consistency,
+        e.params.serial_consistency,
+        entry.conditional,
+    );
     Some(Route {
         token,
         entry,
         others: Vec::new(),
-        local_only: local_only(e.params.consistency, e.params.serial_consistency),
+        local_only,
     })
-}
-
-/// A `LOCAL_*` consistency or serial consistency.
-fn local_only(consistency: u16, serial: Option<u16>) -> bool {
-    rewrite::is_local_consistency(consistency) || serial.is_some_and(rewrite::is_local_consistency)
 }
 
 /// What routing a client's BATCH message needs, when every child is a statement the
@@ -262,12 +264,18 @@ pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Optio
             entries.push(entry);
         }
     }
+    // A batch with one conditional statement is a conditional batch.
+    let conditional = entries.iter().any(|e| e.conditional);
     let mut entries = entries.into_iter();
     Some(Route {
         token: token?,
         entry: entries.next()?,
         others: entries.collect(),
-        local_only: local_only(b.params.consistency, b.params.serial_consistency),
+        local_only: rewrite::local_only(
+            b.params.consistency,
+            b.params.serial_consistency,
+            conditional,
+        ),
     })
 }
 
