@@ -19,11 +19,14 @@ Environment: AUTOPREP_TEST_CLUSTER=0 skips (as for test_routing); AUTOPREP_TEST_
 leaves the cluster running; AUTOPREP_TEST_LAYOUT_NODES, AUTOPREP_TEST_LAYOUT_DCS override.
 """
 
+import json
 import os
 import random
 import re
+import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -218,3 +221,48 @@ def test_a_conditional_statement_stays_where_its_serial_consistency_says(
         finally:
             for c, _ in sessions:
                 c.shutdown()
+
+
+DRIVER_DIR = Path(__file__).resolve().parents[1] / "drivers" / "rust"
+
+
+@pytest.fixture(scope="module")
+def routing_share():
+    """tests/drivers/rust's routing_share (the `scylla` crate at its defaults), built here
+    (the driver matrix builds the same crate later, from the same target directory)."""
+    subprocess.run(["cargo", "build", "-q", "--manifest-path", str(DRIVER_DIR / "Cargo.toml"),
+                    "--target-dir", str(DRIVER_DIR / "target"), "--bin", "routing_share"],
+                   check=True, timeout=1800)
+    return DRIVER_DIR / "target" / "debug" / "routing_share"
+
+
+@pytest.mark.timeout(2400)
+def test_the_scylla_crate_at_its_defaults_is_coordinated_by_replicas(
+        cluster, routing_share, tmp_path):
+    """The issue's own measure: the `scylla` crate at its defaults (LOCAL_SERIAL with every
+    request, its load balancing), consistency ONE, 4 connections, 256 in flight, literal and
+    prepared inserts and point reads; every contact point given to autoprep, `--routing-local-dc
+    dc1`. Exact per request: the workload runs one phase per owning node (see the program)."""
+    admin = f"127.0.0.1:{_free_port()}"
+    points = ",".join(f"{a}:9042" for a in cluster.addresses)
+    out = tmp_path / "share.json"
+    with run_proxy(points, tmp_path, "--routing-local-dc", "dc1", "--admin", admin) as proxy:
+        args = [str(routing_share), "--target", f"{proxy.host}:{proxy.port}",
+                "--nodes", ",".join(cluster.addresses), "--concurrency", "256",
+                "--connections", "4", "--admin", admin, "--seed", "27"]
+        # A first run warms up: shapes seen, replica connections opened and prepared on.
+        warm = subprocess.run(args + ["--ops", "4000"], capture_output=True, text=True,
+                              timeout=900)
+        assert warm.returncode == 0, warm.stdout + warm.stderr
+        p = subprocess.run(args + ["--ops", "12000", "--json", str(out)], capture_output=True,
+                           text=True, timeout=900)
+        assert p.returncode == 0, p.stdout + p.stderr
+    result = json.loads(out.read_text())
+    print(p.stdout)
+    assert result["errors"]["total"] == 0, p.stdout
+    assert result["share"] >= 0.99, p.stdout
+    homes = [line for line in result["admin_metrics"]
+             if line.startswith("autoprep_home_connections_total")]
+    local = {n.address for n in cluster.in_dc("dc1")}
+    assert homes and all(re.search(r'node="([^"]+):\d+"', h).group(1) in local for h in homes), \
+        homes

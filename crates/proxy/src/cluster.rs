@@ -709,6 +709,41 @@ mod tests {
     }
 
     #[test]
+    fn the_local_datacenter_is_decided_once() {
+        let node = |dc: &str, last: u8| NodeInfo {
+            addr: SocketAddr::from(([127, 0, 0, last], 9042)),
+            datacenter: dc.into(),
+        };
+        let v = ClusterView::new(true, None);
+        assert_eq!(v.local_dc(), None);
+        // A refresh read from a node of dc2 decides; a later one read from dc1 changes nothing.
+        assert_eq!(v.decide_local_dc(&node("dc2", 3)).name, "dc2");
+        assert_eq!(v.decide_local_dc(&node("dc1", 1)).name, "dc2");
+        assert!(!v.local_dc().unwrap().configured);
+        let v = ClusterView::new(true, Some("dc1".into()));
+        assert_eq!(v.decide_local_dc(&node("dc2", 3)).name, "dc1");
+        assert!(v.local_dc().unwrap().configured);
+        // Homing: before a view, the first contact point; then by datacenter.
+        use crate::contact_points::{Homing, Place};
+        let place = |a| v.place(a, false);
+        assert!(matches!(v.homing(&place), Homing::First));
+        *v.view.write().unwrap() = Some(Arc::new(View {
+            nodes: vec![node("dc1", 1), node("dc2", 3)],
+            keyspaces: HashMap::new(),
+            local_dc: "dc1".into(),
+        }));
+        assert!(matches!(v.homing(&place), Homing::Local(_)));
+        assert_eq!(v.place(node("dc1", 1).addr, false), Place::Local);
+        assert_eq!(v.place(node("dc2", 3).addr, false), Place::Excluded);
+        assert_eq!(v.place(node("dc2", 3).addr, true), Place::Remote);
+        assert_eq!(v.place(node("dc1", 9).addr, false), Place::Unknown);
+        assert!(matches!(
+            ClusterView::new(false, None).homing(&place),
+            Homing::Anywhere
+        ));
+    }
+
+    #[test]
     fn known_ids_are_per_node() {
         let v = ClusterView::new(true, None);
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();

@@ -729,7 +729,7 @@ impl Metrics {
         e.head(
             "autoprep_server_metrics_errors_total",
             "counter",
-            "Failed readings of a node's metrics endpoint, by kind: unreachable, timeout (a quarter of a window), too large, http, not an exposition, no cpu series. A failed reading leaves its windows out of the estimate.",
+            "Failed readings of a node's metrics endpoint, by kind: unreachable, timeout (half a window after the edge), too large, http, not an exposition, no cpu series. A failed reading leaves its windows out of the estimate.",
         );
         for kind in [
             "unreachable",

@@ -2,9 +2,15 @@
 //! episode, reads every node's CPU, autoprep's own and the request counters, then turns the
 //! windows of a closed episode into a trial.
 //!
-//! A reading that fails, or answers later than a quarter of a window after the edge, leaves its
-//! windows unmeasured: their episode is dropped and counted, never estimated from a partial
-//! picture. Each endpoint's failure is logged once when it starts and once when it ends.
+//! A reading that fails, or answers later than half a window after the edge ([`answer_by`]),
+//! leaves its windows unmeasured: their episode is dropped and counted, never estimated from a
+//! partial picture. Each endpoint's failure is logged once when it starts and once when it ends.
+//!
+//! Dropping is not neutral: a node answers late when it is busiest (a flush, a compaction, a
+//! collection), so the episodes kept are the calmer ones. With a quarter window allowed, a loaded
+//! three-node cluster dropped half its episodes, and the rewritten windows kept cost 46 µs of
+//! CPU per request where the whole phase cost 62: the estimate read 1.68 times the saving the
+//! nodes measured. Hence half a window, and the reading ahead below, so that few are dropped.
 //!
 //! **Reading ahead.** A node takes its CPU figure somewhere between the GET and its answer; a
 //! loaded node answers late (a three-node cluster sharing one core, at closed loop: 130 to 330
@@ -73,7 +79,7 @@ pub async fn run(sw: Arc<Switchback>, nodes: Nodes) {
             };
             let edge_at =
                 tokio::time::Instant::now() + Duration::from_millis(edge.saturating_sub(unix_ms()));
-            let deadline = edge_at + (schedule.window() / 4).max(Duration::from_millis(20));
+            let deadline = edge_at + answer_by(schedule.window());
             let mut tasks = tokio::task::JoinSet::new();
             for (i, e) in endpoints.iter().cloned().enumerate() {
                 let lead = lead(&answer_ms, &e.name, schedule.window());
@@ -115,8 +121,13 @@ pub async fn run(sw: Arc<Switchback>, nodes: Nodes) {
     }
 }
 
+/// How long after an edge the nodes' answers may come: half a window (at least 20 ms).
+pub fn answer_by(window: Duration) -> Duration {
+    (window / 2).max(Duration::from_millis(20))
+}
+
 /// How long before an edge to send `name`'s GET: half its usual answer time, at most a quarter
-/// of a window (its answer must come within a quarter window after the edge).
+/// of a window.
 fn lead(answer_ms: &HashMap<String, f64>, name: &str, window: Duration) -> Duration {
     let half = answer_ms.get(name).copied().unwrap_or(0.0) / 2.0;
     Duration::from_secs_f64(half / 1000.0).min(window / 4)
@@ -339,11 +350,11 @@ mod tests {
         simulated_node(Duration::ZERO).await;
     }
 
-    /// The same node answering in 40 ms, later than the quarter window (25 ms) allows after
-    /// the edge: its GETs are sent ahead of the edges, and the estimate is as right.
+    /// The same node answering in 70 ms, later than half a window (50 ms) allows after the
+    /// edge: its GETs are sent ahead of the edges, and the estimate is as right.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_endpoint_is_read_ahead_of_the_edge() {
-        simulated_node(Duration::from_millis(40)).await;
+        simulated_node(Duration::from_millis(70)).await;
     }
 
     async fn simulated_node(delay: Duration) {
