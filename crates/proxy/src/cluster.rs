@@ -303,6 +303,7 @@ impl ClusterView {
                 );
                 self.single_node
                     .store(view.nodes.len() < 2, Ordering::Relaxed);
+                self.prune_known(&view);
                 *self.view.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(view));
                 self.has_view.store(true, Ordering::Relaxed);
             }
@@ -501,12 +502,12 @@ impl ClusterView {
     /// Whether the node at `addr` is known to hold the prepared statement `id`, and whether
     /// every node of `view` but `home` (the asking connection's own node) is.
     ///
-    /// "Every node but `home`" is judged node by node, never by a count: the set of nodes known
-    /// to hold an id was filled by connections of other homes, so it may hold every node but
-    /// this connection's replica and still have as many entries as the view has nodes less
-    /// one. Counted, a node that only ever prepared the statement as some connection's home
-    /// (whose PREPARE the proxy does not record per node) was never prepared on through a
-    /// replica connection, and never routed to.
+    /// "Every node but `home`" counts the known nodes other than `home` itself: the set was
+    /// filled by connections of other homes, and may hold `home` but not this connection's
+    /// replica. Counted with `home` in it, a node that only ever prepared the statement as some
+    /// connection's home (whose PREPARE the proxy does not record per node) was never prepared
+    /// on through a replica connection, and never routed to. The count is exact because the
+    /// set holds only nodes of the current view (see `prune_known`), once each.
     pub fn is_known(
         &self,
         view: &View,
@@ -519,14 +520,23 @@ impl ClusterView {
         };
         let known = self.known.read().unwrap_or_else(|p| p.into_inner());
         match known.get(&id) {
-            Some(nodes) => (
-                nodes.contains(&addr),
-                view.nodes
-                    .iter()
-                    .all(|n| n.addr == home || nodes.contains(&n.addr)),
-            ),
+            Some(nodes) => {
+                let others = nodes.len() - usize::from(nodes.contains(&home));
+                (nodes.contains(&addr), others + 1 >= view.nodes.len())
+            }
             None => (false, false),
         }
+    }
+
+    /// Forgets the nodes that left the cluster (so that [`ClusterView::is_known`] may count).
+    fn prune_known(&self, view: &View) {
+        let members: std::collections::HashSet<SocketAddr> =
+            view.nodes.iter().map(|n| n.addr).collect();
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        for nodes in known.values_mut() {
+            nodes.retain(|a| members.contains(a));
+        }
+        known.retain(|_, nodes| !nodes.is_empty());
     }
 
     /// Whether `addr` is known to hold `id`.
@@ -770,6 +780,13 @@ mod tests {
         assert_eq!(v.is_known(&view, a, c, &[7; 16]), (false, false));
         v.learn(c, &[7; 16]);
         assert_eq!(v.is_known(&view, a, c, &[7; 16]), (true, true));
+        // A node that left is forgotten when a view without it is read: it counts no more.
+        let gone: SocketAddr = "127.0.0.9:1".parse().unwrap();
+        v.learn(gone, &[8; 16]);
+        v.learn(a, &[8; 16]);
+        assert_eq!(v.is_known(&view, b, a, &[8; 16]), (true, true), "counted before pruning");
+        v.prune_known(&view);
+        assert_eq!(v.is_known(&view, b, a, &[8; 16]), (true, false));
         v.forget(a, &[7; 16]);
         assert!(!v.holds(a, &[7; 16]));
     }
