@@ -163,8 +163,9 @@ class LocalCluster:
         # default one: other addresses, JMX ports, prefix, layout), over the environment's.
         self.env = dict(env or {})
         self.managed = addresses is None
-        self.addresses = list(addresses or self.env.get("AUTOPREP_CLUSTER_NODES") or os.environ.get(
-            "AUTOPREP_CLUSTER_NODES", ",".join(DEFAULT_NODES)).split(","))
+        spec = (self.env.get("AUTOPREP_CLUSTER_NODES")
+                or os.environ.get("AUTOPREP_CLUSTER_NODES", ",".join(DEFAULT_NODES)))
+        self.addresses = list(addresses or spec.split(","))
         if len(self.addresses) != 3:
             raise ValueError(f"three node addresses expected, not {self.addresses}")
         self.port = port
@@ -185,7 +186,7 @@ class LocalCluster:
 
     # --- scripts/cluster.sh ----------------------------------------------------------------
     def script(self, *args, timeout=300, check=True):
-        env = dict(os.environ, **self.env, AUTOPREP_CLUSTER_NODES=",".join(self.addresses))
+        env = {**os.environ, **self.env, "AUTOPREP_CLUSTER_NODES": ",".join(self.addresses)}
         # A process group of its own: a timeout ends the script and its helpers (nodetool,
         # flock), never the nodes (cassandra.sh starts them with setsid).
         with subprocess.Popen([str(SCRIPT), *map(str, args)], env=env, text=True,

@@ -30,7 +30,8 @@
 //! tests/drivers/rust/target/debug/routing_share --target 127.0.0.1:9043 \
 //!     --nodes 127.0.0.51,127.0.0.52,127.0.0.53 --admin 127.0.0.1:9100 --json out.json
 //! ```
-//! Options: `--keyspace` (lg), `--ops` (60000), `--concurrency` (256), `--connections` (driver
+//! Options: `--keyspace` (lg), `--ops` (60000), `--warmup` (operations over the same session
+//! before anything is counted, 0), `--concurrency` (256), `--connections` (driver
 //! pool size per host, 4), `--port` (native port of `--nodes`, 9042), `--seed` (1), `--json
 //! PATH` (totals, per kind, per family and per phase), `--admin host:port` (autoprep's admin
 //! port: its `autoprep_routed*` and `autoprep_home_connections*` metrics are reported too).
@@ -58,7 +59,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const USAGE: &str = "usage: routing_share --target host:port --nodes ip,ip,... [--port 9042] \
-[--keyspace lg] [--ops 60000] [--concurrency 256] [--connections 4] [--seed 1] [--json PATH] \
+[--keyspace lg] [--ops 60000] [--warmup 0] [--concurrency 256] [--connections 4] [--seed 1] [--json PATH] \
 [--admin host:port]";
 
 /// Keys are drawn from 0..KEYS.
@@ -73,6 +74,8 @@ struct Args {
     nodes: Vec<SocketAddr>,
     keyspace: String,
     ops: usize,
+    /// Operations run first and not counted (connections opened, shapes prepared).
+    warmup: usize,
     concurrency: usize,
     connections: NonZeroUsize,
     json: Option<String>,
@@ -97,6 +100,7 @@ fn parse_args() -> Result<Args, String> {
                 | "port"
                 | "keyspace"
                 | "ops"
+                | "warmup"
                 | "concurrency"
                 | "connections"
                 | "json"
@@ -144,6 +148,7 @@ fn parse_args() -> Result<Args, String> {
         nodes,
         keyspace: opts.get("keyspace").cloned().unwrap_or_else(|| "lg".into()),
         ops: num(&opts, "ops", 60_000)?,
+        warmup: num(&opts, "warmup", 0)?,
         concurrency: concurrency.max(1),
         connections: NonZeroUsize::new(connections).ok_or("--connections must be at least 1")?,
         json: opts.get("json").cloned(),
@@ -367,6 +372,27 @@ async fn run(args: &Args) -> Res<()> {
         .prepare(format!("SELECT v FROM {ks}.t WHERE k = ?"))
         .await
         .map_err(|e| format!("preparing the SELECT: {e}"))?;
+
+    // The warm-up: operations of every kind on other keys over the same session, so that the
+    // connections are open (through autoprep: its replica connections and the shapes prepared
+    // on every node) before anything is counted.
+    let warm: Vec<(Kind, i32)> = (0..args.warmup)
+        .map(|i| (Kind::ALL[i % 4], (rng.next() % KEYS) as i32))
+        .collect();
+    let warm_errors = futures::stream::iter(warm.iter().map(|&(kind, k)| {
+        let (session, insert, select) = (&session, &insert, &select);
+        async move { one_op(session, insert, select, ks, kind, k).await }
+    }))
+    .buffer_unordered(args.concurrency)
+    .filter(|r| futures::future::ready(r.is_err()))
+    .count()
+    .await;
+    if args.warmup > 0 {
+        println!(
+            "  warm-up: {} ops, {warm_errors} errors (not counted)",
+            args.warmup
+        );
+    }
 
     // The phases: one per owner, each an unprepared then a prepared sub-phase, the counters read
     // before the first and after each.
