@@ -784,7 +784,11 @@ mod tests {
         let gone: SocketAddr = "127.0.0.9:1".parse().unwrap();
         v.learn(gone, &[8; 16]);
         v.learn(a, &[8; 16]);
-        assert_eq!(v.is_known(&view, b, a, &[8; 16]), (true, true), "counted before pruning");
+        assert_eq!(
+            v.is_known(&view, b, a, &[8; 16]),
+            (true, true),
+            "counted before pruning"
+        );
         v.prune_known(&view);
         assert_eq!(v.is_known(&view, b, a, &[8; 16]), (true, false));
         v.forget(a, &[7; 16]);
