@@ -3,8 +3,9 @@
 # Central, a Python venv from PyPI, the driver programs' crates, Go modules, Maven artifacts and
 # npm packages, helm and kubeconform from the Go module proxy), starts a local Cassandra unless
 # AUTOPREP_TEST_UPSTREAM names one, then runs format and lint checks, the Rust tests, the Python
-# driver and cqlsh tests and the driver matrix (tests/drivers/run.sh), and checks the deployment
-# artifacts beside them. The ScyllaDB container test runs only where a Docker engine answers.
+# driver and cqlsh tests and the driver matrix (tests/drivers/run.sh), runs every criterion
+# benchmark for a second, and checks the deployment artifacts beside them. The ScyllaDB container
+# test runs only where a Docker engine answers.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
@@ -37,6 +38,12 @@ trap 'kill -- -"$deploy_pid" 2>/dev/null && echo "scripts/deploy-check.sh stoppe
 
 step "Rust tests (unit, property, golden, integration against the real server)"
 cargo test --workspace
+
+# Every criterion benchmark, briefly but past its first iterations (--profile-time iterates each
+# for a second without analysis; --test would run one iteration only and miss a benchmark that
+# breaks later), so that a broken benchmark fails the build. Timings are not judged here.
+step "criterion benchmarks, a second each (cargo bench -- --profile-time 1)"
+cargo bench -p autoprep-benches --bench '*' -- --profile-time 1
 
 if [[ -x tests/python/run.sh || -f tests/python/run.sh ]]; then
     step "Python driver and cqlsh tests through autoprep"
