@@ -26,7 +26,6 @@ import re
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ from cassandra.query import SimpleStatement
 
 from cluster import LocalCluster
 from conftest import _free_port, run_proxy
-from test_routing import replicas, routed_lines
+from test_routing import replicas, routed_count, routed_lines
 
 NODES = os.environ.get("AUTOPREP_TEST_LAYOUT_NODES", "127.0.0.61,127.0.0.62,127.0.0.63")
 DCS = os.environ.get("AUTOPREP_TEST_LAYOUT_DCS", "dc1,dc1,dc2")
@@ -74,11 +73,6 @@ def keyspace(cluster, run_id):
     yield ks, direct
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=120)
     direct.shutdown()
-
-
-def metrics(admin):
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        return r.read().decode()
 
 
 def by_node(text, name):
@@ -174,7 +168,7 @@ def test_every_replica_is_reached_from_every_home(cluster, keyspace, tmp_path):
                 got = delta.kind(kind)
                 on_replica += sum(min(got.get(a, 0), c) for a, c in expected[kind].items())
                 assert sum(got.values()) == sum(expected[kind].values()), (kind, delta)
-            text = metrics(admin)
+            text = routed_count(admin)[1]
             share = on_replica / n
             assert share >= 0.99, (share, delta, expected, routed_lines(admin))
             routed = by_node(text, "autoprep_routed_requests_total")
