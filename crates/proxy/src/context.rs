@@ -26,12 +26,12 @@ pub struct Context {
     /// The upstream contact points (`--upstream`).
     pub upstreams: ContactPoints,
     /// What drivers are told about the cluster (`--advertise-address`).
-    pub topology: Topology,
+    pub topology: Arc<Topology>,
     /// The cluster as routing sees it (`--routing`).
     pub cluster: Arc<ClusterView>,
     pub metrics: Arc<Metrics>,
     /// The rewrite's parts: the shape cache, the encoder, the shape statistics...
-    pub rewriter: Rewriter,
+    pub rewriter: Arc<Rewriter>,
     /// Set while the data listener accepts connections (`/ready` needs it).
     pub listening: AtomicBool,
     /// Connection admission and the drain phase (`/ready` answers 503 once draining).
@@ -50,7 +50,10 @@ impl Context {
     /// Builds the shared state from a validated configuration.
     pub fn new(cfg: Config) -> anyhow::Result<Context> {
         let upstreams = ContactPoints::parse(&cfg.upstream)?;
-        let topology = Topology::new(&cfg.listen, cfg.advertise_address.as_deref())?;
+        let topology = Arc::new(Topology::new(
+            &cfg.listen,
+            cfg.advertise_address.as_deref(),
+        )?);
         let client_tls = ClientTls::from_config(&cfg)?;
         let upstream_tls = UpstreamTls::from_config(&cfg)?;
         if cfg.upstream_tls_insecure_skip_verify {
@@ -61,7 +64,12 @@ impl Context {
             cfg.routing && cfg.rewrite,
             cfg.routing_local_dc.clone(),
         ));
-        let rewriter = Rewriter::new(&cfg, upstreams.len(), metrics.clone(), cluster.clone())?;
+        let rewriter = Arc::new(Rewriter::new(
+            &cfg,
+            upstreams.len(),
+            metrics.clone(),
+            cluster.clone(),
+        )?);
         Ok(Context {
             upstreams,
             topology,

@@ -65,4 +65,5 @@ pub mod streams;
 pub mod tls;
 pub mod topology;
 pub mod upstream;
+pub mod wire;
 pub mod writer;

@@ -17,15 +17,15 @@
 
 use crate::socket::{self, ReadHalf};
 use crate::upstream::{self, UpstreamTls};
+use crate::wire::{self, FrameReader};
 use crate::writer::{Out, Outbox};
-use autoprep_protocol::envelope::{Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion};
-use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
+use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion};
+use autoprep_protocol::segment::SegmentError;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use zeroize::Zeroizing;
@@ -138,7 +138,7 @@ impl Link {
             f.routed.insert(id, routed);
             id
         };
-        frame[2..4].copy_from_slice(&id.to_be_bytes());
+        wire::set_stream(&mut frame, id);
         let keep = frame.clone();
         if self.out.send(Out::Envelope(frame)).await.is_err() {
             self.lock().routed.remove(&id);
@@ -297,27 +297,10 @@ impl Links {
 /// An open replica connection: the link to send on, and what its reader needs.
 pub struct Opened {
     pub link: Arc<Link>,
-    pub reader: ReadHalf,
-    pub decoder: Decoder,
-    pub buf: BytesMut,
+    pub socket: ReadHalf,
+    /// The connection's frames (v5 segments once the handshake started framing).
+    pub frames: FrameReader,
     pub writer: JoinHandle<()>,
-}
-
-/// Envelopes from a replica connection, framed into v5 segments once the handshake started
-/// framing.
-pub struct Decoder {
-    envelopes: EnvelopeDecoder,
-    framed: Option<FramedDecoder>,
-}
-
-impl Decoder {
-    /// The next whole envelope in `buf`, if any.
-    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Envelope>, SegmentError> {
-        match &mut self.framed {
-            Some(f) => f.decode(buf),
-            None => self.envelopes.decode(buf).map_err(SegmentError::from),
-        }
-    }
 }
 
 /// Connects to `addr` and replays the client's `handshake` on it.
@@ -350,11 +333,7 @@ async fn open_now(
     let (mut rd, wr) = socket::into_split(sock);
     let (out, writer) = Outbox::new(wr, None);
     let writer = tokio::spawn(writer);
-    let mut decoder = Decoder {
-        envelopes: EnvelopeDecoder::new(Direction::Response, max_frame_bytes),
-        framed: None,
-    };
-    let mut buf = BytesMut::new();
+    let mut frames = FrameReader::new(Direction::Response, max_frame_bytes);
     let mut auth = handshake.auth.iter();
     let mut next = Some(Envelope::request_frame(version, Opcode::STARTUP, startup));
     loop {
@@ -365,26 +344,22 @@ async fn open_now(
             out.flush();
         }
         let env = loop {
-            if let Some(env) = decoder.decode(&mut buf)? {
+            if let Some(env) = frames.decode()? {
                 break env;
             }
-            buf.reserve(4096);
-            if rd.read_buf(&mut buf).await? == 0 {
+            if frames.read_from(&mut rd).await? == 0 {
                 return Err(OpenError::Closed);
             }
         };
         let op = env.header().opcode;
         if version >= ProtocolVersion::V5
-            && decoder.framed.is_none()
+            && !frames.is_framed()
             && (op == Opcode::READY || op == Opcode::AUTHENTICATE)
         {
             out.send(Out::StartFraming { lz4: handshake.lz4 })
                 .await
                 .map_err(|_| OpenError::Closed)?;
-            decoder.framed = Some(FramedDecoder::new(
-                SegmentDecoder::new(handshake.lz4),
-                decoder.envelopes.clone(),
-            ));
+            frames.start_framing(handshake.lz4);
         }
         match op {
             Opcode::READY | Opcode::AUTH_SUCCESS => break,
@@ -410,9 +385,8 @@ async fn open_now(
     });
     Ok(Opened {
         link,
-        reader: rd,
-        decoder,
-        buf,
+        socket: rd,
+        frames,
         writer,
     })
 }

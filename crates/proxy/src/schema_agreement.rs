@@ -15,7 +15,7 @@
 //! The proxy cannot tell a peer that is down from one that is slow (drivers skip hosts they
 //! know are down): while a node is down, a schema change waits the whole timeout.
 
-use autoprep_protocol::compression::{plain_body, Compression};
+use crate::wire::Wire;
 use autoprep_protocol::envelope::{Envelope, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::event::EventView;
 use autoprep_protocol::message::query::{encode_query, QueryParams, QueryView};
@@ -84,16 +84,12 @@ fn first_bytes(query: &[u8]) -> &[u8] {
 /// What changed, when `env` is a RESULT of kind Schema_change (the answer to a DDL) or a
 /// SCHEMA_CHANGE event: the keyspace, and the table when a table is the target (`None` for
 /// the keyspace itself, a type, function or aggregate).
-pub fn changed_schema(
-    env: &Envelope,
-    compression: Option<Compression>,
-    max: usize,
-) -> Option<(String, Option<String>)> {
+pub fn changed_schema(env: &Envelope, wire: Wire) -> Option<(String, Option<String>)> {
     let opcode = env.header().opcode;
     if opcode != Opcode::RESULT && opcode != Opcode::EVENT {
         return None;
     }
-    let body = plain_body(env, compression, max)?;
+    let body = wire.body(env)?;
     let rb = ResponseBody::parse(env.header(), &body).ok()?;
     let change = if opcode == Opcode::RESULT {
         match ResultView::parse(rb.message, env.header().version).ok()? {
@@ -166,17 +162,10 @@ impl Check {
 
     /// The answer `env` to the last question arrived (at `now`); `wait` is how long the
     /// held answer may wait in all.
-    pub fn next(
-        mut self,
-        env: &Envelope,
-        compression: Option<Compression>,
-        max: usize,
-        now: Instant,
-        wait: Duration,
-    ) -> Step {
+    pub fn next(mut self, env: &Envelope, wire: Wire, now: Instant, wait: Duration) -> Step {
         // A check that cannot be made (an error, an unreadable answer) does not hold the
         // client's answer any longer.
-        let Some(versions) = versions(env, compression, max) else {
+        let Some(versions) = versions(env, wire) else {
             return self.forward();
         };
         match self.local.take() {
@@ -204,15 +193,11 @@ impl Check {
 
 /// The `schema_version` cells of a Rows answer (`None` for null), or `None` when `env` is
 /// not a readable Rows answer.
-fn versions(
-    env: &Envelope,
-    compression: Option<Compression>,
-    max: usize,
-) -> Option<Vec<Option<Bytes>>> {
+fn versions(env: &Envelope, wire: Wire) -> Option<Vec<Option<Bytes>>> {
     if env.header().opcode != Opcode::RESULT {
         return None;
     }
-    let body = plain_body(env, compression, max)?;
+    let body = wire.body(env)?;
     let rb = ResponseBody::parse(env.header(), &body).ok()?;
     let ResultView::Rows(rows) = ResultView::parse(rb.message, env.header().version).ok()? else {
         return None;
@@ -364,13 +349,15 @@ mod tests {
 
     #[test]
     fn only_schema_change_results_are_held() {
-        assert!(changed_schema(&schema_change(), None, 1 << 20).is_some());
-        assert!(changed_schema(&versions_answer(&[]), None, 1 << 20).is_none());
-        assert!(
-            changed_schema(&response(Opcode::ERROR, &[0, 0, 0x22, 0]), None, 1 << 20).is_none()
-        );
+        assert!(changed_schema(&schema_change(), crate::wire::TEST_WIRE).is_some());
+        assert!(changed_schema(&versions_answer(&[]), crate::wire::TEST_WIRE).is_none());
+        assert!(changed_schema(
+            &response(Opcode::ERROR, &[0, 0, 0x22, 0]),
+            crate::wire::TEST_WIRE
+        )
+        .is_none());
         let void = response(Opcode::RESULT, &kind::VOID.to_be_bytes());
-        assert!(changed_schema(&void, None, 1 << 20).is_none());
+        assert!(changed_schema(&void, crate::wire::TEST_WIRE).is_none());
     }
 
     #[test]
@@ -380,25 +367,31 @@ mod tests {
         let held = schema_change();
         let (check, q, delay) = asked(Check::start(held.clone(), t0));
         assert_eq!((q.as_str(), delay), (LOCAL_VERSION, Duration::ZERO));
-        let (check, q, _) =
-            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        let (check, q, _) = asked(check.next(
+            &versions_answer(&[Some([1; 16])]),
+            crate::wire::TEST_WIRE,
+            t0,
+            wait,
+        ));
         assert_eq!(q, PEER_VERSIONS);
         // One peer behind: ask again after the interval.
         let (check, q, delay) = asked(check.next(
             &versions_answer(&[Some([1; 16]), Some([2; 16])]),
-            None,
-            1 << 20,
+            crate::wire::TEST_WIRE,
             t0,
             wait,
         ));
         assert_eq!((q.as_str(), delay), (LOCAL_VERSION, INTERVAL));
-        let (check, _, _) =
-            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        let (check, _, _) = asked(check.next(
+            &versions_answer(&[Some([1; 16])]),
+            crate::wire::TEST_WIRE,
+            t0,
+            wait,
+        ));
         // Every peer agrees now (a null version, a peer still joining, does not count).
         let step = check.next(
             &versions_answer(&[Some([1; 16]), None]),
-            None,
-            1 << 20,
+            crate::wire::TEST_WIRE,
             t0,
             wait,
         );
@@ -413,13 +406,16 @@ mod tests {
         let t0 = Instant::now();
         let wait = Duration::from_secs(1);
         let (check, _, _) = asked(Check::start(schema_change(), t0));
-        let (check, _, _) =
-            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        let (check, _, _) = asked(check.next(
+            &versions_answer(&[Some([1; 16])]),
+            crate::wire::TEST_WIRE,
+            t0,
+            wait,
+        ));
         let late = t0 + Duration::from_millis(900);
         let step = check.next(
             &versions_answer(&[Some([2; 16])]),
-            None,
-            1 << 20,
+            crate::wire::TEST_WIRE,
             late,
             wait,
         );
@@ -427,15 +423,19 @@ mod tests {
         let (check, _, _) = asked(Check::start(schema_change(), t0));
         let err = response(Opcode::ERROR, &[0, 0, 0x21, 0, 0, 1, b'x']);
         assert!(matches!(
-            check.next(&err, None, 1 << 20, t0, wait),
+            check.next(&err, crate::wire::TEST_WIRE, t0, wait),
             Step::Forward(_)
         ));
         // No peers at all (a one-node cluster): agreed at once.
         let (check, _, _) = asked(Check::start(schema_change(), t0));
-        let (check, _, _) =
-            asked(check.next(&versions_answer(&[Some([1; 16])]), None, 1 << 20, t0, wait));
+        let (check, _, _) = asked(check.next(
+            &versions_answer(&[Some([1; 16])]),
+            crate::wire::TEST_WIRE,
+            t0,
+            wait,
+        ));
         assert!(matches!(
-            check.next(&versions_answer(&[]), None, 1 << 20, t0, wait),
+            check.next(&versions_answer(&[]), crate::wire::TEST_WIRE, t0, wait),
             Step::Forward(_)
         ));
     }

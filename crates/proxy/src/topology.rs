@@ -30,7 +30,8 @@
 //!   error, ...) stay.
 
 use crate::metrics::Metrics;
-use autoprep_protocol::compression::{self, plain_body, Compression};
+use crate::wire::Wire;
+use autoprep_protocol::compression;
 use autoprep_protocol::cql::source_table::{may_be_select, selected_table};
 use autoprep_protocol::envelope::{Envelope, Flags, Header, Opcode, ProtocolVersion};
 use autoprep_protocol::message::prepare::PrepareView;
@@ -254,8 +255,7 @@ impl Topology {
         env: Envelope,
         read: &Read,
         local: Option<SocketAddr>,
-        compression: Option<Compression>,
-        max: usize,
+        wire: Wire,
         metrics: &Metrics,
     ) -> Envelope {
         if env.header().opcode != Opcode::RESULT {
@@ -263,14 +263,14 @@ impl Topology {
         }
         let (table, columns) = match read {
             Read::Prepare(table) => {
-                self.learn_prepared(&env, *table, compression, max);
+                self.learn_prepared(&env, *table, wire);
                 return env;
             }
             Read::Query(table) => (*table, None),
             Read::Execute(p) => (p.table, Some(&p.columns[..])),
         };
         let advertised = self.advertised_to(local);
-        let rebuilt = rebuild(&env, compression, max, |header, message, out| {
+        let rebuilt = rebuild(&env, wire, |header, message, out| {
             match table {
                 SystemTable::Peers | SystemTable::PeersV2 | SystemTable::ClientRoutes => {
                     drop_rows(message, header.version, out).ok()?;
@@ -293,14 +293,8 @@ impl Topology {
     }
 
     /// Remembers the id of a PREPARE of a topology read (its answer goes on unchanged).
-    fn learn_prepared(
-        &self,
-        env: &Envelope,
-        table: SystemTable,
-        compression: Option<Compression>,
-        max: usize,
-    ) {
-        let Some(body) = plain_body(env, compression, max) else {
+    fn learn_prepared(&self, env: &Envelope, table: SystemTable, wire: Wire) {
+        let Some(body) = wire.body(env) else {
             return;
         };
         let header = env.header();
@@ -375,12 +369,11 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 /// the body cannot be read or `f` declines.
 fn rebuild(
     env: &Envelope,
-    compression: Option<Compression>,
-    max: usize,
+    wire: Wire,
     f: impl FnOnce(&Header, &[u8], &mut Vec<u8>) -> Option<()>,
 ) -> Option<Envelope> {
     let header = *env.header();
-    let body = plain_body(env, compression, max)?;
+    let body = wire.body(env)?;
     let rb = ResponseBody::parse(&header, &body).ok()?;
     let prefix = body.len() - rb.message.len();
     let mut out = Vec::with_capacity(body.len() + 64);
@@ -388,7 +381,7 @@ fn rebuild(
     f(&header, rb.message, &mut out)?;
     if header.flags.has(Flags::COMPRESSION) && header.version < ProtocolVersion::V5 {
         let mut packed = Vec::with_capacity(out.len());
-        compression::compress(compression?, &out, &mut packed);
+        compression::compress(wire.compression?, &out, &mut packed);
         out = packed;
     }
     Some(Envelope::new(header, &out))
@@ -515,11 +508,11 @@ fn first_token(cell: &[u8]) -> Vec<u8> {
 
 /// Whether an EVENT reaches the client: SCHEMA_CHANGE does, TOPOLOGY_CHANGE and STATUS_CHANGE
 /// do not (an unreadable event passes, as the server sent it).
-pub fn keep_event(env: &Envelope, compression: Option<Compression>, max: usize) -> bool {
+pub fn keep_event(env: &Envelope, wire: Wire) -> bool {
     if env.header().opcode != Opcode::EVENT {
         return true;
     }
-    let Some(body) = plain_body(env, compression, max) else {
+    let Some(body) = wire.body(env) else {
         return true;
     };
     let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
@@ -560,7 +553,7 @@ pub fn announces_scylla(env: &Envelope) -> bool {
 }
 
 /// A SUPPORTED answer without the keys of [`is_removed_supported_key`].
-pub fn supported(env: Envelope, compression: Option<Compression>, max: usize) -> Envelope {
+pub fn supported(env: Envelope, wire: Wire) -> Envelope {
     if env.header().opcode != Opcode::SUPPORTED {
         return env;
     }
@@ -574,7 +567,7 @@ pub fn supported(env: Envelope, compression: Option<Compression>, max: usize) ->
     {
         return env;
     }
-    rebuild(&env, compression, max, |_, message, out| {
+    rebuild(&env, wire, |_, message, out| {
         let kept = without_options(message, is_removed_supported_key).ok()??;
         out.extend_from_slice(&kept);
         Some(())

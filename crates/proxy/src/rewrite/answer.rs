@@ -5,9 +5,9 @@
 
 use super::Rewriter;
 use crate::metrics::Metrics;
+use crate::wire::Wire;
 use crate::{prepare_proof, schema_agreement};
 use autoprep_cache::{PreparedEntry, ShapeHash};
-use autoprep_protocol::compression::{plain_body, Compression};
 use autoprep_protocol::cql::conditional::is_conditional;
 use autoprep_protocol::envelope::{Envelope, Opcode};
 use autoprep_protocol::message::result::{metadata_flags, ResultView};
@@ -19,14 +19,8 @@ use tracing::debug;
 impl Rewriter {
     /// A RESULT Schema_change (the answer to a client's DDL) or a SCHEMA_CHANGE event: whether
     /// `env` is one. The prepared shapes it concerns are dropped from the cache.
-    pub fn schema_changed(
-        &self,
-        env: &Envelope,
-        compression: Option<Compression>,
-        max: usize,
-    ) -> bool {
-        let Some((keyspace, table)) = schema_agreement::changed_schema(env, compression, max)
-        else {
+    pub fn schema_changed(&self, env: &Envelope, wire: Wire) -> bool {
+        let Some((keyspace, table)) = schema_agreement::changed_schema(env, wire) else {
             return false;
         };
         let dropped = self.cache.schema_changed(&keyspace, table.as_deref());
@@ -43,7 +37,6 @@ impl Rewriter {
 
     /// Records the answer to the proxy's own PREPARE in the cache, under the shape's hash (with
     /// its MD5 fingerprint).
-    #[allow(clippy::too_many_arguments)]
     pub fn prepared(
         &self,
         env: &Envelope,
@@ -51,15 +44,14 @@ impl Rewriter {
         (hash, fingerprint): (ShapeHash, [u8; 16]),
         text: String,
         keyspace: Option<String>,
-        compression: Option<Compression>,
-        max: usize,
+        wire: Wire,
     ) {
         let now = Instant::now();
         let entry = (|| {
             if env.header().opcode != Opcode::RESULT {
                 return None;
             }
-            let body = plain_body(env, compression, max)?;
+            let body = wire.body(env)?;
             let rb = ResponseBody::parse(env.header(), &body).ok()?;
             let ResultView::Prepared(p) =
                 ResultView::parse(rb.message, env.header().version).ok()?

@@ -1,163 +1,261 @@
-//! The wire of a connection: its read side ([`FrameReader`]: the buffer, sized by what
-//! arrives, and the decoder of the wire state, v4 envelopes or v5 segments) and the answers to
-//! input that is not the protocol.
+//! The connection handle: what one client connection's session uses of the proxy (the rewrite,
+//! the cluster view, the topology, the metrics, upstream TLS and a few settings, never the
+//! whole [`Context`]), the connection's own state, and the **one send path** home
+//! ([`Conn::send`]: an upstream stream id taken or reused, what it is pending for recorded,
+//! the frame written through [`Conn::push`]), with [`Conn::answer`] toward the client.
 
 use super::end::End;
-use crate::protocol_error;
+use super::pending::{Epochs, Pending};
+use super::state::State;
+
+use crate::cluster::ClusterView;
+use crate::context::Context;
+use crate::control::Group;
+use crate::metrics::Metrics;
+use crate::replica;
+use crate::rewrite::Rewriter;
+use crate::shapes::ShapeRef;
+use crate::stamp::Stamp;
+use crate::topology::Topology;
+use crate::upstream::UpstreamTls;
+use crate::wire::{self, Negotiated, Wire};
 use crate::writer::{Out, Outbox};
-use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, EnvelopeError, Header, ProtocolVersion, StreamId,
-    HEADER_LEN,
-};
-use autoprep_protocol::segment::{FramedDecoder, SegmentDecoder, SegmentError};
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// One direction's read side of a connection: what was read and not decoded yet, and how the
-/// bytes are framed (envelopes, then v5 segments once framing starts).
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The settings a session reads (copied from the configuration when the connection opens).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    /// `--rewrite`.
+    pub(super) rewrite: bool,
+    /// `--prepare-literals`.
+    pub(super) prepare_literals: bool,
+    /// `--schema-agreement-wait-ms`.
+    pub(super) schema_agreement_wait_ms: u64,
+    /// `--max-frame-bytes`.
+    pub(super) max_frame: usize,
+}
+
+impl Settings {
+    pub(super) fn of(cfg: &crate::config::Config) -> Settings {
+        Settings {
+            rewrite: cfg.rewrite,
+            prepare_literals: cfg.prepare_literals,
+            schema_agreement_wait_ms: cfg.schema_agreement_wait_ms,
+            max_frame: cfg.max_frame_bytes,
+        }
+    }
+}
+
+/// Which upstream stream id a request goes under.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Id {
+    /// A free one, waiting while every id is in flight.
+    Take,
+    /// The id of an answer just released (a replay, the next step of the proxy's own
+    /// requests): the upstream reader, whose answers free ids, never waits for one.
+    Reuse(i16),
+}
+
+/// One client connection: the parts of the proxy it uses and the state its readers share.
 #[derive(Debug)]
-pub(super) struct FrameReader {
-    buf: BytesMut,
-    envelopes: EnvelopeDecoder,
-    framed: Option<FramedDecoder>,
+pub(super) struct Conn {
+    pub(super) rewriter: Arc<Rewriter>,
+    pub(super) cluster: Arc<ClusterView>,
+    pub(super) topology: Arc<Topology>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) upstream_tls: Option<UpstreamTls>,
+    pub(super) settings: Settings,
+    /// The compression STARTUP negotiated (see [`Conn::wire`]).
+    negotiated: Negotiated,
+    pub(super) state: Mutex<State>,
+    /// Signalled when an upstream stream id is released while a sender waits for one.
+    pub(super) freed: Notify,
+    /// Signalled when the last exposed PREPARE of the proxy's is answered (see `send::hold_use`).
+    pub(super) prepares_answered: Notify,
+    /// The upstream node (contact point index): the cache's node id for this connection.
+    pub(super) node: u32,
+    /// The address the client connected to (advertised to it when the proxy listens on a
+    /// wildcard address; see [`crate::topology`]).
+    pub(super) local: Option<std::net::SocketAddr>,
+    /// Cancelled when the drain's grace period ends: the client reader stops.
+    pub(super) closing: CancellationToken,
+    /// Cancelled once the client reader has stopped: the upstream reader ends as soon as
+    /// nothing is in flight.
+    pub(super) client_stopped: CancellationToken,
+    /// Set once the server answered READY or AUTH_SUCCESS: the connection is authenticated.
+    /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
+    /// would refuse them and the shape would be marked as failing for every connection).
+    pub(super) ready: AtomicBool,
+    /// Set once the client side is framed (v5), with whether segments are LZ4-compressed (the
+    /// upstream reader sets it before the client can see READY; the client reader looks at it
+    /// before each envelope without taking the lock).
+    pub(super) client_framing: std::sync::OnceLock<bool>,
+    /// The upstream node's address (what `system.local` on this connection describes).
+    pub(super) home: Option<std::net::SocketAddr>,
+    /// Connections to the replicas this connection routes to.
+    pub(super) links: replica::Links,
+    /// The client's outbox and the home connection's.
+    pub(super) client: Outbox,
+    pub(super) upstream: Outbox,
 }
 
-impl FrameReader {
-    /// A reader of envelopes sent in `direction`, bodies of at most `max_body` bytes.
-    pub(super) fn new(direction: Direction, max_body: usize) -> FrameReader {
-        FrameReader {
-            buf: BytesMut::new(),
-            envelopes: EnvelopeDecoder::new(direction, max_body),
-            framed: None,
+/// Where a connection is: what [`Conn::open`] needs besides the proxy's parts.
+pub(super) struct Place {
+    pub(super) node: u32,
+    pub(super) local: Option<std::net::SocketAddr>,
+    pub(super) home: Option<std::net::SocketAddr>,
+    pub(super) client: Outbox,
+    pub(super) upstream: Outbox,
+}
+
+impl Conn {
+    /// The handle of a connection opened at `place`, with the parts of `ctx` a session uses.
+    pub(super) fn open(ctx: &Context, place: Place) -> Conn {
+        Conn {
+            rewriter: ctx.rewriter.clone(),
+            cluster: ctx.cluster.clone(),
+            topology: ctx.topology.clone(),
+            metrics: ctx.metrics.clone(),
+            upstream_tls: ctx.upstream_tls.clone(),
+            settings: Settings::of(&ctx.cfg),
+            negotiated: Negotiated::default(),
+            state: Mutex::new(State {
+                streams: crate::streams::StreamTable::with_capacity(ctx.cfg.upstream_streams),
+                ..State::default()
+            }),
+            freed: Notify::new(),
+            prepares_answered: Notify::new(),
+            node: place.node,
+            local: place.local,
+            closing: ctx.lifecycle.session_token(),
+            client_stopped: CancellationToken::new(),
+            ready: AtomicBool::new(false),
+            client_framing: std::sync::OnceLock::new(),
+            home: place.home,
+            links: replica::Links::default(),
+            client: place.client,
+            upstream: place.upstream,
         }
     }
 
-    /// Whether v5 framing started.
-    pub(super) fn is_framed(&self) -> bool {
-        self.framed.is_some()
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means another reader panicked; the state is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// From the next byte on, envelopes arrive in v5 segments (`lz4`: compressed ones).
-    pub(super) fn start_framing(&mut self, lz4: bool) {
-        self.framed = Some(FramedDecoder::new(
-            SegmentDecoder::new(lz4),
-            self.envelopes.clone(),
-        ));
+    /// What reading this connection's bodies needs (no lock taken).
+    pub(super) fn wire(&self) -> Wire {
+        self.negotiated.wire(self.settings.max_frame)
     }
 
-    /// The next whole envelope read, `None` when more bytes are needed.
-    pub(super) fn next(&mut self) -> Result<Option<Envelope>, SegmentError> {
-        match &mut self.framed {
-            Some(f) => f.decode(&mut self.buf),
-            None => self
-                .envelopes
-                .decode(&mut self.buf)
-                .map_err(SegmentError::from),
+    /// STARTUP negotiated `compression` (see [`Negotiated`]).
+    pub(super) fn negotiate(
+        &self,
+        compression: Option<autoprep_protocol::compression::Compression>,
+    ) {
+        self.negotiated.set(compression);
+    }
+
+    /// Wakes `n` senders waiting for an upstream id (see [`State::senders_to_wake`]).
+    pub(super) fn wake_senders(&self, n: u32) {
+        for _ in 0..n {
+            self.freed.notify_one();
         }
     }
 
-    /// Whether a run may be taken ([`FrameReader::take_run`]): a whole header's worth of
-    /// bytes is read (v4) or decoded from a segment (v5).
-    pub(super) fn may_have_run(&self) -> bool {
-        let n = match &self.framed {
-            Some(f) => f.decoded_len(),
-            None => self.buf.len(),
+    /// The epochs as they stand (see [`crate::prepare_proof`]).
+    pub(super) fn epochs(&self) -> Epochs {
+        Epochs {
+            keyspace: self.lock().keyspace_epoch,
+            schema: self.rewriter.cache.schema_epoch(),
+        }
+    }
+
+    /// An upstream id for `pending` taken now, stamped `at` (the express lanes: a request that
+    /// waits for nothing); `None` gives `pending` and `shape` back when every id is in flight.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn try_take(
+        &self,
+        pending: Pending,
+        shape: Option<ShapeRef>,
+        group: Group,
+        at: Stamp,
+    ) -> Result<i16, (Pending, Option<ShapeRef>)> {
+        self.lock().streams.allocate_at(pending, shape, group, at)
+    }
+
+    /// The one send path home: `frame` under an upstream id (taken, or reused: see [`Id`])
+    /// recorded as pending for `pending` (tagged with the statement's `shape` and control
+    /// `group` for the response-time metrics), then written.
+    pub(super) async fn send(
+        &self,
+        frame: BytesMut,
+        pending: Pending,
+        shape: Option<ShapeRef>,
+        group: Group,
+        id: Id,
+    ) -> Result<(), End> {
+        let up = match id {
+            Id::Take => self.take_id(pending, shape, group).await,
+            Id::Reuse(up) => {
+                self.lock().streams.allocate_exact(up, pending);
+                up
+            }
         };
-        n >= HEADER_LEN
+        self.push(frame, up).await
     }
 
-    /// The whole envelopes at the front of what was read that `restream` accepts, under the
-    /// stream ids it gives them, as one buffer (see [`EnvelopeDecoder::take_run`]); `None` when
-    /// the first is not accepted. Under v5 framing only what [`FrameReader::next`] decoded
-    /// from a segment is looked at (see [`FramedDecoder::take_run`]): the first envelope of
-    /// each segment comes from `next`, the rest of the segment as a run.
-    pub(super) fn take_run(
-        &mut self,
-        restream: impl FnMut(&Header) -> Option<StreamId>,
-    ) -> Option<BytesMut> {
-        match &mut self.framed {
-            Some(f) => f.take_run(restream),
-            None => self.envelopes.take_run(&mut self.buf, restream),
+    /// The write tail of every request home: `frame` under upstream id `up`, into the home
+    /// connection's outbox.
+    pub(super) async fn push(&self, mut frame: BytesMut, up: i16) -> Result<(), End> {
+        wire::set_stream(&mut frame, up);
+        self.upstream
+            .send(Out::Envelope(frame))
+            .await
+            .map_err(|_| End::WriterGone)
+    }
+
+    /// An answer to the client (its stream id already set).
+    pub(super) async fn answer(&self, frame: BytesMut) -> Result<(), End> {
+        self.client
+            .send(Out::Envelope(frame))
+            .await
+            .map_err(|_| End::WriterGone)
+    }
+
+    /// Takes an upstream stream id for `pending`, waiting while every id is in flight. Before
+    /// waiting, what was pushed toward the server is written: its answers are what frees ids.
+    async fn take_id(
+        &self,
+        mut pending: Pending,
+        mut shape: Option<ShapeRef>,
+        group: Group,
+    ) -> i16 {
+        let mut waiting = false;
+        loop {
+            {
+                let mut st = self.lock();
+                if waiting {
+                    st.id_waiters -= 1;
+                }
+                match st.streams.allocate_tagged(pending, shape, group) {
+                    Ok(id) => return id,
+                    Err(back) => (pending, shape) = back,
+                }
+                // Counted under the lock the allocation failed under: every release after it
+                // sees the count and signals `freed` (whose permit waits if nobody listens yet).
+                st.id_waiters += 1;
+                waiting = true;
+            }
+            // All ids are in flight: wait for a response to free one (backpressure).
+            let freed = self.freed.notified();
+            self.upstream.flush();
+            freed.await;
         }
-    }
-
-    /// Reads more bytes from `rd` (see [`reserve_read_room`]); `Ok(0)` at its end.
-    pub(super) async fn read_from(
-        &mut self,
-        rd: &mut (impl AsyncRead + Unpin),
-    ) -> std::io::Result<usize> {
-        reserve_read_room(&mut self.buf);
-        rd.read_buf(&mut self.buf).await
-    }
-
-    /// Bytes read and not decoded yet.
-    pub(super) fn unread(&self) -> &[u8] {
-        &self.buf
-    }
-
-    /// The envelope decoder (for the header of an incomplete frame).
-    pub(super) fn envelopes(&self) -> &EnvelopeDecoder {
-        &self.envelopes
-    }
-}
-
-/// The client stopped sending in the middle of a frame: answer (it may still be reading).
-pub(super) async fn refuse_truncated(
-    buf: &[u8],
-    envelopes: &EnvelopeDecoder,
-    to_client: &Outbox,
-) -> End {
-    let (version, stream) = match envelopes.peek_header(buf) {
-        Ok(Some(h)) => (h.version, h.stream.0),
-        _ => (ProtocolVersion::V4, 0),
-    };
-    let msg = format!(
-        "truncated frame: the connection ended after {} bytes of an incomplete frame",
-        buf.len()
-    );
-    let _ = to_client
-        .send(Out::Envelope(protocol_error::build(version, stream, &msg)))
-        .await;
-    End::BadClientInput(msg)
-}
-
-/// A read buffer's room for the next read: it starts at [`READ_MIN`] and doubles while reads
-/// fill it (a large frame arrives in a few large reads), and once every byte read has been
-/// handled, a buffer grown past [`READ_KEEP`] is given back (an idle connection holds only
-/// what it needs; the frames split from it keep their own part alive until written).
-pub(super) fn reserve_read_room(buf: &mut BytesMut) {
-    // An empty buffer may still share its allocation with frames split from it (a large
-    // answer being written): it keeps that allocation only when it is its sole owner and the
-    // allocation is small; otherwise it lets go of it.
-    if buf.is_empty() {
-        let keep =
-            buf.capacity() <= READ_KEEP && buf.try_reclaim(READ_MIN) && buf.capacity() <= READ_KEEP;
-        if !keep {
-            *buf = BytesMut::new();
-        }
-    }
-    if buf.capacity() - buf.len() < READ_MIN {
-        buf.reserve(buf.len().max(READ_MIN));
-    }
-}
-
-/// The smallest room a read is given.
-pub(super) const READ_MIN: usize = 4 * 1024;
-
-/// A drained read buffer larger than this is given back.
-pub(super) const READ_KEEP: usize = 64 * 1024;
-
-/// Answers malformed client input with a protocol ERROR; the session then ends.
-pub(super) async fn refuse(err: SegmentError, to_client: &Outbox) -> End {
-    let frame = match &err {
-        SegmentError::Envelope(e) => protocol_error::for_envelope_error(e),
-        other => protocol_error::build(ProtocolVersion::V5, 0, &other.to_string()),
-    };
-    let _ = to_client.send(Out::Envelope(frame)).await;
-    match err {
-        SegmentError::Envelope(EnvelopeError::UnsupportedVersion { .. }) => {
-            End::VersionRefused(err.to_string())
-        }
-        _ => End::BadClientInput(err.to_string()),
     }
 }

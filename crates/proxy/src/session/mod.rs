@@ -11,29 +11,25 @@
 //! reading, the upstream reader goes on until every forwarded request is answered (at most
 //! [`lifecycle::CLOSE_WAIT`]), and the connection closes.
 
+use conn::{Conn, Place};
 use end::End;
 use pending::Pending;
 use request::client_to_upstream;
 use response::upstream_to_client;
-use state::{Shared, State};
 
 use crate::context::Context;
 use crate::lifecycle;
 use crate::metrics::Metrics;
-use crate::replica;
-use crate::streams::StreamTable;
 use crate::writer::Outbox;
 use crate::{socket, tls, upstream};
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
 
 mod answer;
+mod classify;
 mod conn;
 mod end;
 mod pending;
@@ -107,29 +103,19 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     let (to_upstream, upstream_task) = Outbox::new(upstream_wr, None);
     let client_writer = tokio::spawn(client_task.in_current_span());
     let upstream_writer = tokio::spawn(upstream_task.in_current_span());
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            streams: StreamTable::with_capacity(cfg.upstream_streams),
-            ..State::default()
-        }),
-        freed: Notify::new(),
-        prepares_answered: Notify::new(),
+    let place = Place {
         node: picked.node,
         local,
-        closing: ctx.lifecycle.session_token(),
-        client_stopped: CancellationToken::new(),
-        ready: AtomicBool::new(false),
-        client_framing: std::sync::OnceLock::new(),
         home,
-        links: replica::Links::default(),
         client: to_client.clone(),
         upstream: to_upstream.clone(),
-    });
+    };
+    let conn = Arc::new(Conn::open(ctx, place));
 
     // A block, so that both readers are gone at its end.
     let end = {
-        let client_side = client_to_upstream(client_rd, ctx, &shared, &to_upstream, &to_client);
-        let upstream_side = upstream_to_client(upstream_rd, ctx, &shared, &to_client, &to_upstream);
+        let client_side = client_to_upstream(client_rd, &conn);
+        let upstream_side = upstream_to_client(upstream_rd, &conn);
         tokio::pin!(upstream_side);
         let end = tokio::select! {
             end = client_side => end,
@@ -138,7 +124,7 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
         match end {
             // The client reader stopped: deliver the answers to what it forwarded, then close.
             End::Closing => {
-                shared.client_stopped.cancel();
+                conn.client_stopped.cancel();
                 tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
                     .await
                     .unwrap_or(End::Closing)
@@ -169,14 +155,14 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     }
     // PREPAREs of this connection still in flight will never be answered: let other
     // connections prepare those shapes at once; a cluster-view refresh it carried is over.
-    for p in shared.lock().streams.in_flight() {
+    for p in conn.lock().streams.in_flight() {
         match p {
-            Pending::Prepare { hash, .. } => ctx.rewriter.cache.abandoned(shared.node, *hash),
+            Pending::Prepare { hash, .. } => ctx.rewriter.cache.abandoned(conn.node, *hash),
             Pending::ClusterRead(_) => ctx.cluster.abandon_refresh(),
             _ => {}
         }
     }
-    shared.links.close_all();
+    conn.links.close_all();
     // The readers are gone: the writers write what is left and stop.
     to_client.close();
     to_upstream.close();

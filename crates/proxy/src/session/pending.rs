@@ -98,6 +98,17 @@ impl Pending {
         }
     }
 
+    /// A client's `USE`, whose answer sets the connection's keyspace.
+    pub fn is_use(&self) -> bool {
+        matches!(
+            self,
+            Pending::Client {
+                use_keyspace: true,
+                ..
+            }
+        )
+    }
+
     /// The client's stream id of a plain forwarded request (its answer goes back as it is).
     pub fn plain_client(&self) -> Option<i16> {
         match self {

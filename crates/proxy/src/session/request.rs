@@ -4,16 +4,15 @@
 //! PREPAREs. Classifying is synchronous and sends nothing; every wait (a free stream id, a
 //! `USE` held back, a replica connection) belongs to sending.
 
-use super::conn::{refuse, refuse_truncated, FrameReader};
-use super::end::End;
+use super::classify::{plan, text_plan, Facts, Plan, TextFacts, TextPlan};
+use super::conn::{Conn, Id};
+use super::end::{refuse, refuse_truncated, End};
 use super::pending::{as_sent, client_prepare, LiteralRequest, Pending};
 use super::routing;
 use super::send::{
-    allocate, allocate_in, hold_use, literal_prepare_request, materialize, pass_client_prepare,
-    send_prepare, send_upstream,
+    hold_use, literal_prepare_request, materialize, pass_client_prepare, send_prepare,
 };
-use super::state::{Shared, State};
-use crate::context::Context;
+use super::state::State;
 use crate::control::{self, Group};
 use crate::metrics::Metrics;
 use crate::protocol_error;
@@ -24,8 +23,8 @@ use crate::schema_agreement;
 use crate::shapes::ShapeRef;
 use crate::stamp::Stamp;
 use crate::topology;
-use crate::writer::{Out, Outbox};
-use autoprep_protocol::compression::{plain_body, Compression};
+use crate::wire::FrameReader;
+use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{Direction, Envelope, Header, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
@@ -37,16 +36,10 @@ use tokio::io::AsyncRead;
 use tracing::debug;
 
 /// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
-pub(super) async fn client_to_upstream(
-    mut rd: impl AsyncRead + Unpin,
-    ctx: &Arc<Context>,
-    shared: &Arc<Shared>,
-    to_upstream: &Outbox,
-    to_client: &Outbox,
-) -> End {
-    let mut reader = FrameReader::new(Direction::Request, ctx.cfg.max_frame_bytes);
+pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Arc<Conn>) -> End {
+    let mut reader = FrameReader::new(Direction::Request, conn.settings.max_frame);
     let mut scratch = rewrite::Scratch::default();
-    let closing = shared.closing.cancelled();
+    let closing = conn.closing.cancelled();
     tokio::pin!(closing);
     // When the last read returned: the clock is read once for every request one read brought.
     let mut read_at = Stamp::now();
@@ -56,58 +49,38 @@ pub(super) async fn client_to_upstream(
     loop {
         loop {
             if !reader.is_framed() {
-                if let Some(&lz4) = shared.client_framing.get() {
+                if let Some(&lz4) = conn.client_framing.get() {
                     reader.start_framing(lz4);
                 }
             }
-            if let Some(run) = plain_run(&mut reader, read_at, ctx, shared) {
-                if to_upstream.send(Out::Envelope(run)).await.is_err() {
+            if let Some(run) = plain_run(&mut reader, read_at, conn) {
+                if conn
+                    .upstream
+                    .send(crate::writer::Out::Envelope(run))
+                    .await
+                    .is_err()
+                {
                     return End::WriterGone;
                 }
             }
-            let env = match reader.next() {
+            let env = match reader.decode() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
-                Err(e) => return refuse(e, to_client).await,
+                Err(e) => return refuse(e, &conn.client).await,
             };
-            // The common request, an EXECUTE the proxy neither rewrites nor routes, is
-            // classified and sent without building a `Route` (moved a few times otherwise).
-            let env = match plain_execute(env, read_at, ctx, shared) {
-                Ok((frame, up)) => {
-                    if let Err(end) = send_upstream(to_upstream, frame, up).await {
-                        return end;
-                    }
-                    continue;
-                }
-                Err(env) => env,
-            };
-            let route = match classify(env, ctx, shared, &mut scratch) {
-                // The common request, home as sent, takes its id and is pushed here, without
-                // building `send`'s (large) future; it waits in `send` when no id is free.
-                Route::AsSent(a) => match a.id_now(read_at, shared) {
-                    Ok((frame, up)) => {
-                        if let Err(end) = send_upstream(to_upstream, frame, up).await {
-                            return end;
-                        }
-                        continue;
-                    }
-                    Err(a) => Route::AsSent(a),
-                },
-                route => route,
-            };
-            if let Err(end) = send(route, ctx, shared, to_upstream).await {
+            if let Err(end) = on_request(env, read_at, conn, &mut scratch).await {
                 return end;
             }
         }
         if !view_asked {
-            view_asked = routing::first_view(ctx, shared).await;
+            view_asked = routing::first_view(conn).await;
         }
         // Everything this read brought leaves in one write per socket.
-        to_upstream.flush();
-        to_client.flush();
+        conn.upstream.flush();
+        conn.client.flush();
         // Checked before reading too: a client that always has more to send keeps the read
         // ready, and the biased select below would never look at `closing`.
-        if shared.closing.is_cancelled() {
+        if conn.closing.is_cancelled() {
             return End::Closing;
         }
         let read = tokio::select! {
@@ -116,17 +89,42 @@ pub(super) async fn client_to_upstream(
             () = &mut closing => return End::Closing,
         };
         if let Ok(n) = read {
-            ctx.metrics
+            conn.metrics
                 .bytes_from_clients
                 .fetch_add(n as u64, Ordering::Relaxed);
         }
         match read {
             Ok(0) if reader.unread().is_empty() => return End::ClientClosed,
-            Ok(0) => return refuse_truncated(reader.unread(), reader.envelopes(), to_client).await,
+            Ok(0) => {
+                return refuse_truncated(reader.unread(), reader.envelopes(), &conn.client).await
+            }
             Ok(_) => read_at = Stamp::now(),
             Err(e) => return End::ClientIo(e),
         }
     }
+}
+
+/// One client request: the express lanes (a plain EXECUTE, a request home as sent with an id
+/// free) take their id and are pushed here, without building `send`'s (large) future; every
+/// other route is carried out by [`send`].
+async fn on_request(
+    env: Envelope,
+    read_at: Stamp,
+    conn: &Arc<Conn>,
+    scratch: &mut rewrite::Scratch,
+) -> Result<(), End> {
+    let env = match plain_execute(env, read_at, conn) {
+        Ok((frame, up)) => return conn.push(frame, up).await,
+        Err(env) => env,
+    };
+    let route = match classify(env, conn, scratch) {
+        Route::AsSent(a) => match a.id_now(read_at, conn) {
+            Ok((frame, up)) => return conn.push(frame, up).await,
+            Err(a) => Route::AsSent(a),
+        },
+        route => route,
+    };
+    send(route, conn).await
 }
 
 /// What becomes of one client request.
@@ -175,16 +173,8 @@ impl AsSent {
     /// and an id is free; otherwise it is given back for [`send`]. (Given back by value: it
     /// moves once, to `send`; boxing it would allocate for every request that waits.)
     #[allow(clippy::result_large_err)]
-    fn id_now(self, read_at: Stamp, shared: &Shared) -> Result<(BytesMut, i16), AsSent> {
-        let plain = self.then.prepares.is_empty()
-            && !matches!(
-                self.pending,
-                Pending::Client {
-                    use_keyspace: true,
-                    ..
-                }
-            );
-        if !plain {
+    fn id_now(self, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), AsSent> {
+        if !self.then.prepares.is_empty() || self.pending.is_use() {
             return Err(self);
         }
         let AsSent {
@@ -194,11 +184,7 @@ impl AsSent {
             group,
             then,
         } = self;
-        let taken = shared
-            .lock()
-            .streams
-            .allocate_at(pending, shape, group, read_at);
-        match taken {
+        match conn.try_take(pending, shape, group, read_at) {
             Ok(up) => Ok((frame, up)),
             Err((pending, shape)) => Err(AsSent {
                 frame,
@@ -236,17 +222,15 @@ impl Route {
 
 /// The connection's state a request is classified under, read once.
 struct ConnState {
-    compression: Option<Compression>,
     keyspace: Option<Arc<str>>,
     /// No `USE` in flight.
     settled: bool,
 }
 
 impl ConnState {
-    fn of(shared: &Shared) -> ConnState {
-        let st = shared.lock();
+    fn of(conn: &Conn) -> ConnState {
+        let st = conn.lock();
         ConnState {
-            compression: st.compression,
             keyspace: st.keyspace.clone(),
             settled: st.use_in_flight == 0,
         }
@@ -260,16 +244,26 @@ impl ConnState {
     }
 }
 
+impl Facts {
+    /// The facts of a request with `opcode` on `conn`.
+    fn of(opcode: Opcode, conn: &Conn) -> Facts {
+        Facts {
+            opcode,
+            rewrite: conn.settings.rewrite && conn.ready.load(Ordering::Acquire),
+            literals_held: conn.rewriter.literals.holds_any(),
+            may_route: conn.cluster.may_route(),
+            topology_prepared: conn.topology.has_prepared(),
+        }
+    }
+}
+
 /// Classifies one client request. Only the opcodes the proxy may act on have their body read
 /// (decompressed once); everything else goes home as sent.
-fn classify(
-    env: Envelope,
-    ctx: &Context,
-    shared: &Shared,
-    scratch: &mut rewrite::Scratch,
-) -> Route {
+fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route {
     let header = *env.header();
-    if header.opcode.0 > Opcode::AUTH_SUCCESS.0 {
+    let facts = Facts::of(header.opcode, conn);
+    let plan = plan(&facts);
+    if plan == Plan::Unknown {
         // Cassandra answers an opcode it does not know and then keeps failing every later
         // request on that connection; the proxy answers it the same way itself and keeps the
         // upstream connection sound.
@@ -280,85 +274,43 @@ fn classify(
         let msg = format!("Unknown opcode {}", header.opcode.0);
         return Route::Answer(protocol_error::build(header.version, header.stream.0, &msg));
     }
-    ctx.metrics.request(header.opcode.0);
-    note_handshake(&env, ctx, shared);
-    let i = Interest::of(header.opcode, ctx, shared);
-    let env = if i.literal_execute || i.route_client {
-        match classify_prepared(env, &i, ctx, shared, scratch) {
-            Ok(route) => return route,
-            Err(env) => env,
-        }
-    } else {
-        env
-    };
-    if i.text {
-        return classify_text(env, i.rewrite, ctx, shared, scratch);
-    }
-    Route::as_sent(env, Pending::client(header.stream.0))
-}
-
-/// What the proxy reads a client request for, from its opcode and the connection's state; a
-/// request it reads for nothing goes home as sent, its body unread.
-struct Interest {
-    /// The connection is authenticated and rewriting is on (see `Shared::ready`).
-    rewrite: bool,
-    /// An EXECUTE of a statement the client may have prepared with literals inline.
-    literal_execute: bool,
-    /// An EXECUTE or BATCH of the client's own prepared statements, which routing may send to
-    /// a replica (one read of the body serves this and `literal_execute`).
-    route_client: bool,
-    /// CQL text to look at (QUERY, PREPARE, a BATCH to rewrite) or an EXECUTE that may read
-    /// the topology.
-    text: bool,
-}
-
-impl Interest {
-    fn of(opcode: Opcode, ctx: &Context, shared: &Shared) -> Interest {
-        let rewrite = ctx.cfg.rewrite && shared.ready.load(Ordering::Acquire);
-        let (is_batch, is_execute) = (opcode == Opcode::BATCH, opcode == Opcode::EXECUTE);
-        Interest {
-            rewrite,
-            literal_execute: is_execute && rewrite && ctx.rewriter.literals.holds_any(),
-            route_client: (is_execute || is_batch) && rewrite && ctx.cluster.may_route(),
-            text: opcode == Opcode::QUERY
-                || opcode == Opcode::PREPARE
-                || is_execute && ctx.topology.has_prepared()
-                || rewrite && is_batch,
-        }
-    }
-
-    /// Read for nothing: home as sent.
-    fn none(&self) -> bool {
-        !(self.literal_execute || self.route_client || self.text)
+    conn.metrics.request(header.opcode.0);
+    note_handshake(&env, conn);
+    match plan {
+        Plan::Prepared {
+            literal_execute,
+            route_client,
+            then_text,
+        } => match classify_prepared(env, literal_execute, route_client, conn, scratch) {
+            Ok(route) => route,
+            Err(env) if then_text => classify_text(env, facts.rewrite, conn, scratch),
+            Err(env) => Route::as_sent(env, Pending::client(header.stream.0)),
+        },
+        Plan::Text => classify_text(env, facts.rewrite, conn, scratch),
+        Plan::AsSent | Plan::Unknown => Route::as_sent(env, Pending::client(header.stream.0)),
     }
 }
 
 /// A client EXECUTE that [`classify`] would send home as it is (read for nothing: see
-/// [`Interest`]), with the upstream id
-/// it takes now; `Err` gives back any other request, and this one when every id is in flight
-/// (`send` then waits for one).
+/// [`plan`]), with the upstream id it takes now; `Err` gives back any other request, and this
+/// one when every id is in flight (`send` then waits for one).
 #[allow(clippy::result_large_err)]
-fn plain_execute(
-    env: Envelope,
-    read_at: Stamp,
-    ctx: &Context,
-    shared: &Shared,
-) -> Result<(BytesMut, i16), Envelope> {
+fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), Envelope> {
     let header = env.header();
-    if header.opcode != Opcode::EXECUTE || !Interest::of(header.opcode, ctx, shared).none() {
+    if header.opcode != Opcode::EXECUTE || plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
-    match plain_execute_id(&mut shared.lock(), header, read_at) {
+    match plain_execute_id(&mut conn.lock(), header, read_at) {
         Some(up) => {
-            ctx.metrics.request(Opcode::EXECUTE.0);
+            conn.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
         }
         None => Err(env),
     }
 }
 
-/// The upstream id a plain EXECUTE (with `header`, once [`Interest`] found it read for
-/// nothing) takes now; `None` for another request, or when every id is in flight.
+/// The upstream id a plain EXECUTE (with `header`, once [`plan`] found it read for nothing)
+/// takes now; `None` for another request, or when every id is in flight.
 fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
@@ -373,16 +325,11 @@ fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i
 /// upstream id it takes, as one buffer: what [`plain_execute`] would do to each, without
 /// splitting, pushing and joining each one (see [`FrameReader::take_run`]). `None` when the
 /// first needs more or no id is free.
-fn plain_run(
-    reader: &mut FrameReader,
-    read_at: Stamp,
-    ctx: &Context,
-    shared: &Shared,
-) -> Option<BytesMut> {
-    if !reader.may_have_run() || !Interest::of(Opcode::EXECUTE, ctx, shared).none() {
+fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<BytesMut> {
+    if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
         return None;
     }
-    let mut st = shared.lock();
+    let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
         let up = plain_execute_id(&mut st, h, read_at)?;
@@ -390,23 +337,22 @@ fn plain_run(
         Some(StreamId(up))
     });
     drop(st);
-    ctx.metrics.requests_of(Opcode::EXECUTE.0, n);
+    conn.metrics.requests_of(Opcode::EXECUTE.0, n);
     run
 }
 
 /// Keeps what the connection's handshake negotiates (compression) and, when routing is on,
 /// what opening a replica connection replays (STARTUP and AUTH_RESPONSE bodies).
-fn note_handshake(env: &Envelope, ctx: &Context, shared: &Shared) {
+fn note_handshake(env: &Envelope, conn: &Conn) {
     let header = env.header();
     if header.opcode == Opcode::STARTUP {
         // STARTUP is never compressed; a body the proxy cannot read goes to the server as is.
         if let Ok(s) = StartupView::parse(env.body()) {
-            let mut st = shared.lock();
-            st.lz4_requested = s.compression() == Some(Compression::Lz4);
-            st.compression = s.compression();
+            conn.negotiate(s.compression());
+            conn.lock().lz4_requested = s.compression() == Some(Compression::Lz4);
         }
-        if ctx.cluster.enabled() {
-            let mut st = shared.lock();
+        if conn.cluster.enabled() {
+            let mut st = conn.lock();
             st.handshake = replica::Handshake {
                 version: Some(header.version),
                 startup: Some(zeroize::Zeroizing::new(env.body().to_vec())),
@@ -415,8 +361,8 @@ fn note_handshake(env: &Envelope, ctx: &Context, shared: &Shared) {
             };
         }
     }
-    if header.opcode == Opcode::AUTH_RESPONSE && ctx.cluster.enabled() {
-        let mut st = shared.lock();
+    if header.opcode == Opcode::AUTH_RESPONSE && conn.cluster.enabled() {
+        let mut st = conn.lock();
         if !st.handshake.complete {
             st.handshake
                 .auth
@@ -430,79 +376,44 @@ fn note_handshake(env: &Envelope, ctx: &Context, shared: &Shared) {
 /// statement routing knows goes to a replica. `Err` gives the request back when neither applies.
 fn classify_prepared(
     env: Envelope,
-    i: &Interest,
-    ctx: &Context,
-    shared: &Shared,
+    literal_execute: bool,
+    route_client: bool,
+    conn: &Conn,
     scratch: &mut rewrite::Scratch,
 ) -> Result<Route, Envelope> {
     let header = *env.header();
-    let stream = header.stream.0;
-    let conn = ConnState::of(shared);
-    let body = plain_body(&env, conn.compression, ctx.cfg.max_frame_bytes);
+    let state = ConnState::of(conn);
+    let body = conn.wire().body(&env);
     let decided = match &body {
-        Some(b) if i.literal_execute => literal_prepare::decide_execute(
-            &ctx.rewriter,
-            shared.node,
+        Some(b) if literal_execute => literal_prepare::decide_execute(
+            &conn.rewriter,
+            conn.node,
             &header,
             b,
             &mut scratch.values,
         ),
         _ => None,
     };
-    match decided {
-        Some(literal_prepare::Executed {
-            decision: Decision::Execute { frame, used, route },
-            statement,
-        }) => {
-            ctx.metrics.literal_execute(Ok(()));
-            let shape = statement.shape();
-            let same_keyspace = conn.settled && conn.keyspace.as_deref() == statement.keyspace();
-            return Ok(Route::Rewritten(Rewritten {
-                frame,
-                shape: Some(shape),
-                stream,
-                original: env.into_frame().freeze(),
-                version: header.version,
-                used,
-                route,
-                topology: None,
-                same_keyspace,
-                client_execute: true,
-                literals: vec![statement],
-            }));
-        }
-        Some(literal_prepare::Executed {
-            decision: Decision::PassThrough { reason, .. },
-            statement,
-        }) => {
-            // The server never saw the id: it learns it first.
-            ctx.metrics.literal_execute(Err(reason));
-            return Ok(Route::Materialize {
-                stream,
-                statements: vec![statement],
-                original: env.into_frame().freeze(),
-                then: ShapePrepares {
-                    version: header.version,
-                    prepares: Vec::new(),
-                },
-            });
-        }
-        None => {}
+    if let Some(executed) = decided {
+        drop(body);
+        return Ok(literal_execute_route(env, executed, &state, conn));
     }
-    let route = body.as_deref().filter(|_| i.route_client).and_then(|b| {
+    let route = body.as_deref().filter(|_| route_client).and_then(|b| {
         if header.opcode == Opcode::EXECUTE {
-            routing::client_execute(ctx, &header, b)
+            routing::client_execute(conn, &header, b)
         } else {
-            routing::client_batch(ctx, &header, b)
+            routing::client_batch(conn, &header, b)
         }
     });
+    drop(body);
     let Some(route) = route else {
         return Err(env);
     };
-    let same_keyspace = conn.settled && conn.keyspace.as_deref() == route.entry.keyspace.as_deref();
+    let same_keyspace =
+        state.settled && state.keyspace.as_deref() == route.entry.keyspace.as_deref();
     let frame = env.into_frame();
     let req = routing::Request {
-        stream,
+        stream: header.stream.0,
         original: frame.clone().freeze(),
         version: header.version,
         hash: None,
@@ -514,24 +425,67 @@ fn classify_prepared(
     Ok(Route::Replica { frame, route, req })
 }
 
+/// An EXECUTE of a statement the client prepared with literals inline: run as its shape, or,
+/// when the shape cannot serve it, the server learns the statement first.
+fn literal_execute_route(
+    env: Envelope,
+    executed: literal_prepare::Executed,
+    state: &ConnState,
+    conn: &Conn,
+) -> Route {
+    let header = *env.header();
+    let literal_prepare::Executed {
+        decision,
+        statement,
+    } = executed;
+    match decision {
+        Decision::Execute { frame, used, route } => {
+            conn.metrics.literal_execute(Ok(()));
+            let same_keyspace = state.settled && state.keyspace.as_deref() == statement.keyspace();
+            Route::Rewritten(Rewritten {
+                frame,
+                shape: Some(statement.shape()),
+                stream: header.stream.0,
+                original: env.into_frame().freeze(),
+                version: header.version,
+                used,
+                route,
+                topology: None,
+                same_keyspace,
+                client_execute: true,
+                literals: vec![statement],
+            })
+        }
+        Decision::PassThrough { reason, .. } => {
+            // The server never saw the id: it learns it first.
+            conn.metrics.literal_execute(Err(reason));
+            Route::Materialize {
+                stream: header.stream.0,
+                statements: vec![statement],
+                original: env.into_frame().freeze(),
+                then: ShapePrepares {
+                    version: header.version,
+                    prepares: Vec::new(),
+                },
+            }
+        }
+    }
+}
+
 /// A request with CQL text (QUERY, PREPARE, BATCH) or an EXECUTE of a topology read: the
 /// topology and schema-change checks, then the rewrite's decision.
 fn classify_text(
     env: Envelope,
     rewrite: bool,
-    ctx: &Context,
-    shared: &Shared,
+    conn: &Conn,
     scratch: &mut rewrite::Scratch,
 ) -> Route {
     let header = *env.header();
     let stream = header.stream.0;
-    let (is_query, is_batch) = (
-        header.opcode == Opcode::QUERY,
-        header.opcode == Opcode::BATCH,
-    );
-    let conn = ConnState::of(shared);
-    let ks = conn.keyspace();
-    let body = plain_body(&env, conn.compression, ctx.cfg.max_frame_bytes);
+    let is_query = header.opcode == Opcode::QUERY;
+    let state = ConnState::of(conn);
+    let ks = state.keyspace();
+    let body = conn.wire().body(&env);
     // A QUERY is parsed once here for the topology, schema-change and rewrite checks.
     let query = match &body {
         Some(b) if is_query => QueryRequest::parse(&header, b).ok(),
@@ -540,83 +494,114 @@ fn classify_text(
     // A topology read (system.local, system.peers...) gets its answer rewritten, whether the
     // request itself is rewritten or not.
     let topology = match (&query, &body) {
-        (Some(q), _) => ctx.topology.classify_query(&q.query, ks.name),
-        (None, Some(b)) if !is_query => ctx.topology.classify(&header, b, ks.name),
+        (Some(q), _) => conn.topology.classify_query(&q.query, ks.name),
+        (None, Some(b)) if !is_query => conn.topology.classify(&header, b, ks.name),
         _ => None,
     };
     let schema_change = topology.is_none()
         && query
             .as_ref()
             .is_some_and(|q| schema_agreement::is_schema_change(&q.query));
-    let literal_candidate = header.opcode == Opcode::PREPARE
-        && rewrite
-        && ctx.cfg.prepare_literals
-        && topology.is_none();
-    if let (true, Some(b)) = (literal_candidate, &body) {
-        return Route::LiteralPrepare(literal_prepare::ClientPrepare {
-            stream,
-            header,
-            body: Bytes::copy_from_slice(b),
-            original: Bytes::copy_from_slice(env.as_bytes()),
-        });
-    }
-    if !(rewrite && (is_query || is_batch)) {
-        let client_prepare =
-            (header.opcode == Opcode::PREPARE && topology.is_none() && ctx.cluster.enabled())
+    let facts = TextFacts {
+        opcode: header.opcode,
+        rewrite,
+        prepare_literals: conn.settings.prepare_literals,
+        routing: conn.cluster.enabled(),
+        topology: topology.is_some(),
+        body: body.is_some(),
+    };
+    match text_plan(&facts) {
+        TextPlan::LiteralPrepare => {
+            let body = Bytes::copy_from_slice(body.as_deref().unwrap_or_default());
+            Route::LiteralPrepare(literal_prepare::ClientPrepare {
+                stream,
+                header,
+                body,
+                original: Bytes::copy_from_slice(env.as_bytes()),
+            })
+        }
+        TextPlan::AsSent { client_prepare: cp } => {
+            let client_prepare = cp
                 .then(|| client_prepare(stream, &header, body.as_deref(), ks))
                 .flatten();
-        let pending =
-            client_prepare.unwrap_or_else(|| as_sent(stream, false, topology, schema_change));
-        return Route::as_sent(env, pending);
+            drop(body);
+            let pending =
+                client_prepare.unwrap_or_else(|| as_sent(stream, false, topology, schema_change));
+            Route::as_sent(env, pending)
+        }
+        TextPlan::Decide => {
+            let mut shape = None;
+            let decision = match (&query, &body) {
+                (Some(q), _) => rewrite::decide(
+                    &conn.rewriter,
+                    conn.node,
+                    &header,
+                    q,
+                    ks,
+                    Instant::now(),
+                    scratch,
+                    &mut shape,
+                ),
+                (None, Some(b)) if !is_query => rewrite::batch::decide_batch(
+                    &conn.rewriter,
+                    conn.node,
+                    &header,
+                    b,
+                    ks,
+                    Instant::now(),
+                    &mut scratch.values,
+                ),
+                (None, Some(_)) => Decision::pass("malformed query"),
+                (None, None) => Decision::pass("undecodable body"),
+            };
+            decision.record(shape.as_deref());
+            // The statements a BATCH names that the client prepared with literals inline.
+            let literals = match &body {
+                Some(b) if !is_query => literal_prepare::statements_in(&conn.rewriter, &header, b),
+                _ => Vec::new(),
+            };
+            drop(body);
+            let decided = Decided {
+                decision,
+                shape,
+                literals,
+                topology,
+                schema_change,
+            };
+            decided_route(env, decided, conn)
+        }
     }
-    let node = shared.node;
-    let now = Instant::now();
-    let mut shape = None;
-    let decision = match (&query, &body) {
-        (Some(q), _) => rewrite::decide(
-            &ctx.rewriter,
-            node,
-            &header,
-            q,
-            ks,
-            now,
-            scratch,
-            &mut shape,
-        ),
-        (None, Some(b)) if is_batch => rewrite::batch::decide_batch(
-            &ctx.rewriter,
-            node,
-            &header,
-            b,
-            ks,
-            now,
-            &mut scratch.values,
-        ),
-        (None, Some(_)) => Decision::pass("malformed query"),
-        (None, None) => Decision::pass("undecodable body"),
-    };
-    decision.record(shape.as_deref());
-    // The statements a BATCH names that the client prepared with literals inline.
-    let literals = match &body {
-        Some(b) if is_batch => literal_prepare::statements_in(&ctx.rewriter, &header, b),
-        _ => Vec::new(),
-    };
-    match decision {
+}
+
+/// What the rewrite decided for a QUERY or BATCH, and what [`decided_route`] needs with it.
+struct Decided {
+    decision: Decision,
+    shape: Option<ShapeRef>,
+    literals: Vec<Arc<literal_prepare::Statement>>,
+    topology: Option<topology::Read>,
+    schema_change: bool,
+}
+
+/// The route of a QUERY or BATCH the rewrite decided.
+fn decided_route(env: Envelope, d: Decided, conn: &Conn) -> Route {
+    let header = *env.header();
+    let stream = header.stream.0;
+    match d.decision {
         Decision::Execute { frame, used, route } => {
-            Metrics::inc(&ctx.metrics.queries_rewritten);
+            Metrics::inc(&conn.metrics.queries_rewritten);
             Route::Rewritten(Rewritten {
                 frame,
-                shape,
+                shape: d.shape,
                 stream,
                 original: env.into_frame().freeze(),
                 version: header.version,
                 used,
                 // A topology read's answer is rewritten at home.
-                route: route.filter(|_| topology.is_none()),
-                topology,
+                route: route.filter(|_| d.topology.is_none()),
+                topology: d.topology,
                 same_keyspace: true,
                 client_execute: false,
-                literals,
+                literals: d.literals,
             })
         }
         Decision::PassThrough {
@@ -624,16 +609,16 @@ fn classify_text(
             prepare,
             use_keyspace,
         } => {
-            ctx.metrics.passthrough(reason);
+            conn.metrics.passthrough(reason);
             let then = ShapePrepares {
                 version: header.version,
                 prepares: prepare,
             };
-            if !literals.is_empty() {
+            if !d.literals.is_empty() {
                 // A batch of statements the server never saw: it learns them first.
                 return Route::Materialize {
                     stream,
-                    statements: literals,
+                    statements: d.literals,
                     original: env.into_frame().freeze(),
                     then,
                 };
@@ -645,8 +630,8 @@ fn classify_text(
             };
             Route::AsSent(AsSent {
                 frame: env.into_frame(),
-                pending: as_sent(stream, use_keyspace, topology, schema_change),
-                shape,
+                pending: as_sent(stream, use_keyspace, d.topology, d.schema_change),
+                shape: d.shape,
                 group,
                 then,
             })
@@ -655,43 +640,32 @@ fn classify_text(
 }
 
 /// Carries out a request's route.
-async fn send(
-    route: Route,
-    ctx: &Arc<Context>,
-    shared: &Arc<Shared>,
-    to_upstream: &Outbox,
-) -> Result<(), End> {
+async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
     match route {
-        Route::Answer(frame) => shared
-            .client
-            .send(Out::Envelope(frame))
-            .await
-            .map_err(|_| End::WriterGone),
+        Route::Answer(frame) => conn.answer(frame).await,
         Route::AsSent(a) => {
-            if let Pending::Client {
-                use_keyspace: true, ..
-            } = a.pending
-            {
+            if a.pending.is_use() {
                 // The keyspace is not known until the USE is answered; it never runs beside a
                 // PREPARE of the proxy's that takes its keyspace from the connection.
-                hold_use(ctx, shared, to_upstream).await;
-                let mut st = shared.lock();
+                hold_use(conn).await;
+                let mut st = conn.lock();
                 st.use_in_flight += 1;
                 st.keyspace_epoch += 1;
             }
-            let up = allocate_in(shared, to_upstream, a.pending, a.shape, a.group).await;
-            send_upstream(to_upstream, a.frame, up).await?;
-            prepare_shapes(a.then, ctx, shared, to_upstream).await
+            conn.send(a.frame, a.pending, a.shape, a.group, Id::Take)
+                .await?;
+            prepare_shapes(a.then, conn).await
         }
-        Route::Rewritten(r) => send_rewritten(ctx, shared, to_upstream, r).await,
+        Route::Rewritten(r) => send_rewritten(conn, r).await,
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
-            let frame = match routing::route(ctx, shared, frame, route, req).await {
+            let frame = match routing::route(conn, frame, route, req).await {
                 Ok(()) => return Ok(()),
                 Err((frame, _)) => frame,
             };
-            let up = allocate(shared, to_upstream, Pending::client(stream), None).await;
-            send_upstream(to_upstream, frame, up).await
+            let pending = Pending::client(stream);
+            conn.send(frame, pending, None, Group::Other, Id::Take)
+                .await
         }
         Route::Materialize {
             stream,
@@ -699,27 +673,20 @@ async fn send(
             original,
             then,
         } => {
-            materialize(ctx, shared, to_upstream, stream, statements, original, None).await?;
-            prepare_shapes(then, ctx, shared, to_upstream).await
+            materialize(conn, stream, statements, original, Id::Take).await?;
+            prepare_shapes(then, conn).await
         }
-        Route::LiteralPrepare(c) => {
-            match literal_prepare_request(c, true, ctx, shared, to_upstream).await? {
-                Ok(()) => Ok(()),
-                Err(c) => pass_client_prepare(c, ctx, shared, to_upstream).await,
-            }
-        }
+        Route::LiteralPrepare(c) => match literal_prepare_request(c, true, conn).await? {
+            Ok(()) => Ok(()),
+            Err(c) => pass_client_prepare(c, conn).await,
+        },
     }
 }
 
 /// Sends the proxy's own PREPAREs the rewrite asked for.
-async fn prepare_shapes(
-    then: ShapePrepares,
-    ctx: &Context,
-    shared: &Shared,
-    to_upstream: &Outbox,
-) -> Result<(), End> {
+async fn prepare_shapes(then: ShapePrepares, conn: &Conn) -> Result<(), End> {
     for p in then.prepares {
-        send_prepare(p, then.version, ctx, shared, to_upstream, None).await?;
+        send_prepare(p, then.version, conn, None).await?;
     }
     Ok(())
 }
@@ -747,12 +714,7 @@ struct Rewritten {
 
 /// Sends a rewritten request: to a replica of its partition when routing finds one ready,
 /// else home.
-async fn send_rewritten(
-    ctx: &Arc<Context>,
-    shared: &Arc<Shared>,
-    to_upstream: &Outbox,
-    r: Rewritten,
-) -> Result<(), End> {
+async fn send_rewritten(conn: &Arc<Conn>, r: Rewritten) -> Result<(), End> {
     // A QUERY sent as EXECUTE is the control comparison's other side.
     let group = if r.client_execute {
         Group::Other
@@ -777,7 +739,7 @@ async fn send_rewritten(
                 group,
                 literals: r.literals.clone(),
             };
-            let outcome = routing::route(ctx, shared, r.frame, route, routed).await;
+            let outcome = routing::route(conn, r.frame, route, routed).await;
             if let Some(s) = &shape {
                 s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
             }
@@ -800,6 +762,5 @@ async fn send_rewritten(
             })
         }),
     };
-    let up = allocate_in(shared, to_upstream, pending, shape, group).await;
-    send_upstream(to_upstream, frame, up).await
+    conn.send(frame, pending, shape, group, Id::Take).await
 }

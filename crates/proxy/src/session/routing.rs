@@ -2,27 +2,22 @@
 //! the replica chosen for the partition, its connection (opened by replaying the client's
 //! handshake), the shape prepared there, and the answers back to the client.
 
-use super::answer::unprepared_id;
-use super::conn::reserve_read_room;
+use super::conn::{Conn, Id};
 use super::pending::Pending;
-use super::send::{allocate, materialize, prepare_frame, send_upstream};
-use super::state::Shared;
+use super::send::{prepare_frame, recover_unprepared};
 
-use crate::context::Context;
 use crate::control::Group;
-use crate::metrics::Metrics;
 use crate::rewrite::literal_prepare;
 use crate::rewrite::{self};
 use crate::schema_agreement;
 use crate::shapes::ShapeRef;
-use crate::writer::Out;
+use crate::wire::Wire;
 use autoprep_cache::{PreparedEntry, ShapeHash};
-use autoprep_protocol::compression::{plain_body, Compression};
 use autoprep_protocol::cql::conditional::is_conditional;
 use autoprep_protocol::envelope::Header;
 use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
-use autoprep_protocol::message::{RequestBody, ResponseBody};
+use autoprep_protocol::message::RequestBody;
 use bytes::{Bytes, BytesMut};
 
 use crate::cluster::READS;
@@ -30,7 +25,6 @@ use crate::replica::{self, Link, LinkState, Routed};
 use crate::rewrite::Route;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::AsyncReadExt;
 use tracing::{debug, info, Instrument};
 
 /// The client's request a rewritten EXECUTE stands for.
@@ -54,83 +48,81 @@ pub(super) struct Request {
 }
 
 fn home(
-    ctx: &Context,
+    conn: &Conn,
     reason: &'static str,
     frame: BytesMut,
 ) -> Result<(), (BytesMut, &'static str)> {
-    ctx.metrics.routed_home(reason);
+    conn.metrics.routed_home(reason);
     Err((frame, reason))
 }
 
 /// Sends `frame` to a replica of its partition when one is ready for it; otherwise gives
 /// it back for the home connection (counted with why).
 pub(super) async fn route(
-    ctx: &Arc<Context>,
-    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
     frame: BytesMut,
     route: Route,
     req: Request,
 ) -> Result<(), (BytesMut, &'static str)> {
-    let Some(home_addr) = shared.home else {
-        return home(ctx, "home address unknown", frame);
+    let Some(home_addr) = conn.home else {
+        return home(conn, "home address unknown", frame);
     };
     if !req.same_keyspace {
-        return home(ctx, "keyspace differs", frame);
+        return home(conn, "keyspace differs", frame);
     }
     let now = Instant::now();
-    if ctx.cluster.begin_refresh(home_addr, now) {
-        refresh(shared, req.version).await;
+    if conn.cluster.begin_refresh(home_addr, now) {
+        refresh(conn, req.version).await;
     }
-    let Some(view) = ctx.cluster.current() else {
-        return home(ctx, "no cluster view", frame);
+    let Some(view) = conn.cluster.current() else {
+        return home(conn, "no cluster view", frame);
     };
     if view.node_count() < 2 {
-        return home(ctx, "single node", frame);
+        return home(conn, "single node", frame);
     }
     // The keyspace of the partition: the one keyspace of the statement's tables.
     let entry = &route.entry;
     let Some((keyspace, _)) = entry.tables.first() else {
-        return home(ctx, "no table", frame);
+        return home(conn, "no table", frame);
     };
     if entry.tables.iter().any(|(k, _)| k != keyspace) {
-        return home(ctx, "several keyspaces", frame);
+        return home(conn, "several keyspaces", frame);
     }
-    let addr = match ctx
+    let addr = match conn
         .cluster
         .pick(&view, keyspace, route.token, home_addr, route.local_only)
     {
         Ok(a) => a,
-        Err(reason) => return home(ctx, reason, frame),
+        Err(reason) => return home(conn, reason, frame),
     };
     let mut known = true;
     for e in std::iter::once(entry).chain(&route.others) {
-        let (here, everywhere) = ctx.cluster.is_known(&view, home_addr, addr, &e.id);
+        let (here, everywhere) = conn.cluster.is_known(&view, home_addr, addr, &e.id);
         known &= here;
         if !everywhere {
             // Prepared on every replica this connection reaches, as drivers prepare on
             // every node: a later request finds it wherever its partition is.
-            let compression = shared.lock().compression;
-            for l in shared.links.open_links() {
-                if !ctx.cluster.holds(l.addr, &e.id) && l.start_preparing(&e.id) {
-                    let (ctx, e) = (ctx.clone(), e.clone());
-                    tokio::spawn(prepare_on(ctx, l, e, compression).in_current_span());
+            for l in conn.links.open_links() {
+                if !conn.cluster.holds(l.addr, &e.id) && l.start_preparing(&e.id) {
+                    let (conn, e) = (conn.clone(), e.clone());
+                    tokio::spawn(async move { prepare_on(&conn, l, e).await }.in_current_span());
                 }
             }
         }
     }
     if addr == home_addr {
-        return home(ctx, crate::metrics::HOME_IS_THE_REPLICA, frame);
+        return home(conn, crate::metrics::HOME_IS_THE_REPLICA, frame);
     }
-    let link = match shared.links.get(addr, now) {
+    let link = match conn.links.get(addr, now) {
         LinkState::Open(l) => l,
-        LinkState::NotYet(reason) => return home(ctx, reason, frame),
+        LinkState::NotYet(reason) => return home(conn, reason, frame),
         LinkState::Absent => {
-            open(ctx, shared, addr);
-            return home(ctx, "replica connecting", frame);
+            open(conn, addr);
+            return home(conn, "replica connecting", frame);
         }
     };
     if !known {
-        return home(ctx, "not prepared on the replica", frame);
+        return home(conn, "not prepared on the replica", frame);
     }
     let routed = Routed::Client {
         stream: req.stream,
@@ -150,68 +142,58 @@ pub(super) async fn route(
     };
     match link.send(frame, routed).await {
         Ok(()) => {
-            ctx.metrics.routed_to(addr);
+            conn.metrics.routed_to(addr);
             Ok(())
         }
-        Err(frame) => home(ctx, "replica busy", frame),
+        Err(frame) => home(conn, "replica busy", frame),
     }
 }
 
 /// Remembers a client's own PREPARED answer for routing its EXECUTEs.
-pub(super) fn client_prepared(
-    ctx: &Context,
-    env: &Envelope,
-    text: String,
-    keyspace: Option<String>,
-    compression: Option<Compression>,
-) {
-    if env.header().opcode != Opcode::RESULT {
-        return;
-    }
-    let Some(body) = plain_body(env, compression, ctx.cfg.max_frame_bytes) else {
-        return;
-    };
-    let Ok(rb) = ResponseBody::parse(env.header(), &body) else {
-        return;
-    };
-    let Ok(ResultView::Prepared(p)) = ResultView::parse(rb.message, env.header().version) else {
-        return;
-    };
-    let pk_indexes: Vec<u16> = p.bind.pk_indexes().collect();
-    if pk_indexes.is_empty() {
-        return;
-    }
-    // The partition's keyspace and table: those of the bind variables (one table).
-    let mut tables: Vec<(String, String)> = Vec::new();
-    for c in p.bind.columns.iter() {
-        let t = (c.keyspace.to_owned(), c.table.to_owned());
-        if !tables.contains(&t) {
-            tables.push(t);
+pub(super) fn client_prepared(conn: &Conn, env: &Envelope, text: String, keyspace: Option<String>) {
+    let entry = conn.wire().with_result(env, |r| {
+        let ResultView::Prepared(p) = r else {
+            return None;
+        };
+        let pk_indexes: Vec<u16> = p.bind.pk_indexes().collect();
+        if pk_indexes.is_empty() {
+            return None;
         }
-    }
-    ctx.cluster.client_prepared(PreparedEntry {
-        fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
-        conditional: is_conditional(&text),
-        text,
-        keyspace,
-        id: Bytes::copy_from_slice(p.id),
-        result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
-        bind_types: Vec::new(),
-        pk_indexes,
-        result_metadata: Bytes::new(),
-        tables,
-        prepared_message: Bytes::new(),
+        // The partition's keyspace and table: those of the bind variables (one table).
+        let mut tables: Vec<(String, String)> = Vec::new();
+        for c in p.bind.columns.iter() {
+            let t = (c.keyspace.to_owned(), c.table.to_owned());
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        Some(PreparedEntry {
+            fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
+            conditional: is_conditional(&text),
+            text,
+            keyspace,
+            id: Bytes::copy_from_slice(p.id),
+            result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
+            bind_types: Vec::new(),
+            pk_indexes,
+            result_metadata: Bytes::new(),
+            tables,
+            prepared_message: Bytes::new(),
+        })
     });
+    if let Some(entry) = entry {
+        conn.cluster.client_prepared(entry);
+    }
 }
 
 /// What routing a client's own EXECUTE needs, when its statement is one the client
 /// prepared through autoprep with a partition key and the values bind it (positionally).
-pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
+pub(super) fn client_execute(conn: &Conn, header: &Header, body: &[u8]) -> Option<Route> {
     use autoprep_protocol::message::execute::ExecuteView;
     let rb = RequestBody::parse(header, body).ok()?;
     // The id first: an EXECUTE of a statement not prepared through autoprep (common on a
     // cluster of several nodes, and before the view is read) needs no parameters read.
-    let entry = ctx
+    let entry = conn
         .cluster
         .client_statement(ExecuteView::id_of(rb.message).ok()?)?;
     let e = ExecuteView::parse(rb.message, header.version).ok()?;
@@ -233,7 +215,7 @@ pub(super) fn client_execute(ctx: &Context, header: &Header, body: &[u8]) -> Opt
 /// What routing a client's BATCH message needs, when every child is a statement the
 /// client prepared through autoprep and all name the same partition (a single-partition
 /// batch), with positional values.
-pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Option<Route> {
+pub(super) fn client_batch(conn: &Conn, header: &Header, body: &[u8]) -> Option<Route> {
     use autoprep_protocol::message::batch::{BatchQuery, BatchView};
     let rb = RequestBody::parse(header, body).ok()?;
     let b = BatchView::parse(rb.message, header.version).ok()?;
@@ -244,7 +226,7 @@ pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Optio
         let BatchQuery::Prepared(id) = child.query else {
             return None;
         };
-        let entry = ctx.cluster.client_statement(id)?;
+        let entry = conn.cluster.client_statement(id)?;
         if child.values.named {
             return None;
         }
@@ -286,70 +268,65 @@ pub(super) fn client_batch(ctx: &Context, header: &Header, body: &[u8]) -> Optio
 /// Returns whether the connection is done with it: it asked, or no view is needed (routing is
 /// off, or a view was read); it asks once, and a failed read is retried by later connections
 /// and routed requests, after the refresh's pause.
-pub(super) async fn first_view(ctx: &Context, shared: &Shared) -> bool {
-    if !ctx.cluster.needs_view() {
+pub(super) async fn first_view(conn: &Conn) -> bool {
+    if !conn.cluster.needs_view() {
         return true;
     }
-    if !shared.ready.load(std::sync::atomic::Ordering::Acquire) {
+    if !conn.ready.load(std::sync::atomic::Ordering::Acquire) {
         return false;
     }
-    let version = shared.lock().handshake.version;
-    let (Some(home), Some(version)) = (shared.home, version) else {
+    let version = conn.lock().handshake.version;
+    let (Some(home), Some(version)) = (conn.home, version) else {
         return true;
     };
-    if ctx.cluster.begin_refresh(home, Instant::now()) {
-        refresh(shared, version).await;
+    if conn.cluster.begin_refresh(home, Instant::now()) {
+        refresh(conn, version).await;
     }
     true
 }
 
 /// Sends the reads of a cluster-view refresh on the home connection.
-async fn refresh(shared: &Shared, version: ProtocolVersion) {
+async fn refresh(conn: &Conn, version: ProtocolVersion) {
     for (part, text) in READS {
         let Some(frame) = schema_agreement::query_frame(version, text) else {
             continue;
         };
-        let up = allocate(shared, &shared.upstream, Pending::ClusterRead(part), None).await;
-        if send_upstream(&shared.upstream, frame, up).await.is_err() {
+        let pending = Pending::ClusterRead(part);
+        let sent = conn.send(frame, pending, None, Group::Other, Id::Take);
+        if sent.await.is_err() {
             return;
         }
     }
 }
 
 /// Opens the connection to the replica `addr` in the background.
-fn open(ctx: &Arc<Context>, shared: &Arc<Shared>, addr: std::net::SocketAddr) {
-    let (ctx, shared) = (ctx.clone(), shared.clone());
+fn open(conn: &Arc<Conn>, addr: std::net::SocketAddr) {
+    let conn = conn.clone();
     let task = async move {
-        let handshake = shared.lock().handshake.clone();
+        let handshake = conn.lock().handshake.clone();
         if !handshake.complete {
-            shared.links.failed(addr, Instant::now());
+            conn.links.failed(addr, Instant::now());
             return;
         }
-        let opened = replica::open(
-            addr,
-            &handshake,
-            ctx.upstream_tls.as_ref(),
-            ctx.cfg.max_frame_bytes,
-        )
-        .await;
+        let tls = conn.upstream_tls.as_ref();
+        let opened = replica::open(addr, &handshake, tls, conn.settings.max_frame).await;
         drop(handshake);
         match opened {
             Ok(o) => {
                 debug!(replica = %addr, "replica connection open");
                 let link = o.link.clone();
-                let reader = tokio::spawn(read(ctx, shared.clone(), o).in_current_span());
-                let compression = shared.lock().compression;
-                if spend_use_warning(&link, compression).await {
-                    shared.links.opened(link, reader);
+                let reader = tokio::spawn(read(conn.clone(), o).in_current_span());
+                if spend_use_warning(&link, conn.wire()).await {
+                    conn.links.opened(link, reader);
                 } else {
                     reader.abort();
                     link.close();
-                    shared.links.failed(addr, Instant::now());
+                    conn.links.failed(addr, Instant::now());
                 }
             }
             Err(e) => {
                 info!(replica = %addr, error = %e, "replica connection not opened; its requests go home");
-                shared.links.failed(addr, Instant::now());
+                conn.links.failed(addr, Instant::now());
             }
         }
     };
@@ -364,7 +341,7 @@ fn open(ctx: &Arc<Context>, shared: &Arc<Shared>, addr: std::net::SocketAddr) {
 /// connection's (`ExecuteMessage.execute`): a routed EXECUTE would otherwise carry it to a
 /// client that directly never sees it. So: `USE system`, PREPARE `SELECT key FROM local`
 /// (prepared in `system`), `USE system_schema`, EXECUTE it (a read of `system.local`).
-async fn spend_use_warning(link: &Link, compression: Option<Compression>) -> bool {
+async fn spend_use_warning(link: &Link, wire: Wire) -> bool {
     let _turn = link.prepare_turn.lock().await;
     let version = link.version;
     let ok = |a: &Option<Envelope>| {
@@ -382,7 +359,7 @@ async fn spend_use_warning(link: &Link, compression: Option<Compression>) -> boo
         return false;
     };
     let answer = link.request(prepare).await;
-    let Some(id) = answer.as_ref().and_then(|a| prepared_id(a, compression)) else {
+    let Some(id) = answer.as_ref().and_then(|a| wire.prepared_id(a)) else {
         return false;
     };
     let Some(use_other) = query("USE system_schema") else {
@@ -408,12 +385,7 @@ async fn spend_use_warning(link: &Link, compression: Option<Compression>) -> boo
 
 /// Prepares `entry` on the replica of `link` (on v4 after setting its keyspace on that
 /// connection, never beside it); the node then holds the id.
-async fn prepare_on(
-    ctx: Arc<Context>,
-    link: Arc<Link>,
-    entry: Arc<PreparedEntry>,
-    compression: Option<Compression>,
-) {
+async fn prepare_on(conn: &Conn, link: Arc<Link>, entry: Arc<PreparedEntry>) {
     let _turn = link.prepare_turn.lock().await;
     let version = link.version;
     let ks = entry.keyspace.clone();
@@ -441,9 +413,12 @@ async fn prepare_on(
         if let Some(answer) = link.request(frame).await {
             // The id is md5 of keyspace and text on every node: the same id proves the
             // same statement (see `prepare_proof` for the home node's own proof).
-            let same = prepared_id(&answer, compression).is_some_and(|id| id == entry.id);
+            let same = conn
+                .wire()
+                .prepared_id(&answer)
+                .is_some_and(|id| id == entry.id);
             if same {
-                ctx.cluster.learn(link.addr, &entry.id);
+                conn.cluster.learn(link.addr, &entry.id);
             } else {
                 debug!(replica = %link.addr, "a replica's PREPARED answer differs; not routed there");
             }
@@ -452,37 +427,20 @@ async fn prepare_on(
     link.done_preparing(&entry.id);
 }
 
-/// The id of a PREPARED answer (the replica connection negotiated the client's
-/// `compression`, its STARTUP being the client's).
-fn prepared_id(env: &Envelope, compression: Option<Compression>) -> Option<Bytes> {
-    if env.header().opcode != Opcode::RESULT {
-        return None;
-    }
-    let body = plain_body(env, compression, usize::MAX)?;
-    let rb = ResponseBody::parse(env.header(), &body).ok()?;
-    match ResultView::parse(rb.message, env.header().version).ok()? {
-        ResultView::Prepared(p) => Some(Bytes::copy_from_slice(p.id)),
-        _ => None,
-    }
-}
-
 /// Reads a replica connection's answers and gives each to the client under its own stream
 /// id; an UNPREPARED answer sends the client's request home instead. When the connection
 /// ends, requests still in flight on it may have run: the client gets an Overloaded error
 /// for each (drivers retry what is idempotent, as after a coordinator's failure).
-async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
+async fn read(conn: Arc<Conn>, o: replica::Opened) {
     let replica::Opened {
         link,
-        reader: mut rd,
-        mut decoder,
-        mut buf,
+        mut socket,
+        mut frames,
         writer: _writer,
     } = o;
-    let version = link.version;
-    let compression = shared.lock().compression;
     'conn: loop {
         loop {
-            let env = match decoder.decode(&mut buf) {
+            let env = match frames.decode() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
                 Err(_) => break 'conn,
@@ -490,9 +448,10 @@ async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
             if env.header().stream.0 < 0 {
                 continue;
             }
-            match link.answered(env.header().stream.0) {
+            let answered = match link.answered(env.header().stream.0) {
                 Some(Routed::Own(tx)) => {
                     let _ = tx.send(env);
+                    Ok(())
                 }
                 Some(Routed::Client {
                     stream,
@@ -503,51 +462,29 @@ async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
                     literals,
                     ..
                 }) => {
-                    let unprepared = env.header().opcode == Opcode::ERROR
-                        && unprepared_id(&env, compression, ctx.cfg.max_frame_bytes).is_some();
-                    if unprepared {
-                        ctx.cluster.forget(link.addr, &id);
-                        Metrics::inc(&ctx.metrics.unprepared_recoveries);
-                        // Home, as the client sent it (after the home node learns the
-                        // statements it prepared with literals inline, if any).
-                        let to = &shared.upstream;
-                        if materialize(&ctx, &shared, to, stream, literals, original, None)
-                            .await
-                            .is_err()
-                        {
-                            break 'conn;
-                        }
-                        shared.upstream.flush();
-                        continue;
-                    }
-                    ctx.metrics.responded(tag);
-                    let mut env = match hash {
-                        Some(hash) if version >= ProtocolVersion::V5 => ctx
-                            .rewriter
-                            .without_metadata_change(env, shared.node, hash, &id),
-                        _ => env,
+                    let answer = ReplicaAnswer {
+                        stream,
+                        original,
+                        id,
+                        hash,
+                        tag,
+                        literals,
                     };
-                    env.set_stream(StreamId(stream));
-                    if shared
-                        .client
-                        .send(Out::Envelope(env.into_frame()))
-                        .await
-                        .is_err()
-                    {
-                        break 'conn;
-                    }
+                    replica_answer(env, answer, &link, &conn).await
                 }
-                None => {}
+                None => Ok(()),
+            };
+            if answered.is_err() {
+                break 'conn;
             }
         }
-        shared.client.flush();
-        reserve_read_room(&mut buf);
-        match rd.read_buf(&mut buf).await {
+        conn.client.flush();
+        match frames.read_from(&mut socket).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
     }
-    shared.links.failed(link.addr, Instant::now());
+    conn.links.failed(link.addr, Instant::now());
     for r in link.take_in_flight() {
         if let Routed::Client {
             stream,
@@ -558,22 +495,54 @@ async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
         } = r
         {
             // A read changes nothing: it goes home.
-            let to = &shared.upstream;
-            let _ = materialize(&ctx, &shared, to, stream, literals, original, None).await;
-            shared.upstream.flush();
+            let _ = super::send::materialize(&conn, stream, literals, original, Id::Take).await;
+            conn.upstream.flush();
         } else if let Routed::Client { stream, .. } = r {
             let msg = format!(
                 "autoprep: the connection to the replica {} ended with this request in flight; it may have run",
                 link.addr
             );
-            let _ = shared
-                .client
-                .send(Out::Envelope(crate::limit::overloaded(
-                    version, stream, &msg,
-                )))
+            let _ = conn
+                .answer(crate::limit::overloaded(link.version, stream, &msg))
                 .await;
         }
     }
-    shared.client.flush();
+    conn.client.flush();
     info!(replica = %link.addr, "replica connection ended; its requests go home");
+}
+
+/// A client request routed to a replica (see `Routed::Client`), answered.
+struct ReplicaAnswer {
+    stream: i16,
+    original: Bytes,
+    id: Bytes,
+    hash: Option<ShapeHash>,
+    tag: crate::streams::Tag,
+    literals: Vec<Arc<literal_prepare::Statement>>,
+}
+
+/// The answer on a replica connection to a client's request: given to the client under its
+/// own stream id, or, UNPREPARED, the request goes home as the client sent it.
+async fn replica_answer(
+    env: Envelope,
+    a: ReplicaAnswer,
+    link: &Link,
+    conn: &Conn,
+) -> Result<(), super::end::End> {
+    if conn.wire().unprepared_id(&env).is_some() {
+        conn.cluster.forget(link.addr, &a.id);
+        let (stream, original, literals) = (a.stream, a.original, a.literals);
+        recover_unprepared(conn, stream, None, original, literals, Id::Take).await?;
+        conn.upstream.flush();
+        return Ok(());
+    }
+    conn.metrics.responded(a.tag);
+    let mut env = match a.hash {
+        Some(hash) if link.version >= ProtocolVersion::V5 => {
+            (conn.rewriter).without_metadata_change(env, conn.node, hash, &a.id)
+        }
+        _ => env,
+    };
+    env.set_stream(StreamId(a.stream));
+    conn.answer(env.into_frame()).await
 }

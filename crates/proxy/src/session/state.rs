@@ -1,19 +1,11 @@
-//! The state a connection's readers share: the wire state negotiated (compression, v5
-//! framing), the keyspace and its epochs, the stream table, the replica links and both
-//! outboxes.
+//! The state a connection's readers change under its lock: the stream table, the keyspace and
+//! its epochs, the handshake kept for replica connections, and the proxy's own PREPAREs a
+//! `USE` waits for.
 
-use super::pending::{Epochs, Pending};
+use super::pending::Pending;
 
-use crate::context::Context;
 use crate::replica;
 use crate::streams::StreamTable;
-use crate::writer::Outbox;
-use autoprep_protocol::compression::Compression;
-
-use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard};
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 /// State both readers of a connection share.
 #[derive(Debug, Default)]
@@ -24,8 +16,6 @@ pub(super) struct State {
     pub(super) id_waiters: u32,
     /// STARTUP asked for LZ4 (used for v5 segment compression).
     pub(super) lz4_requested: bool,
-    /// v3/v4 body compression negotiated by STARTUP.
-    pub(super) compression: Option<Compression>,
     /// The keyspace set by the last successful `USE` on this connection.
     pub(super) keyspace: Option<std::sync::Arc<str>>,
     /// `USE` requests forwarded and not answered yet: while any is, the keyspace a statement
@@ -45,68 +35,10 @@ pub(super) struct State {
     pub(super) use_warning_given: bool,
 }
 
-#[derive(Debug)]
-pub(super) struct Shared {
-    pub(super) state: Mutex<State>,
-    /// Signalled when an upstream stream id is released while a sender waits for one.
-    pub(super) freed: Notify,
-    /// Signalled when the last exposed PREPARE of the proxy's is answered (see `send::hold_use`).
-    pub(super) prepares_answered: Notify,
-    /// The upstream node (contact point index): the cache's node id for this connection.
-    pub(super) node: u32,
-    /// The address the client connected to (advertised to it when the proxy listens on a
-    /// wildcard address; see [`crate::topology`]).
-    pub(super) local: Option<std::net::SocketAddr>,
-    /// Cancelled when the drain's grace period ends: the client reader stops.
-    pub(super) closing: CancellationToken,
-    /// Cancelled once the client reader has stopped: the upstream reader ends as soon as
-    /// nothing is in flight.
-    pub(super) client_stopped: CancellationToken,
-    /// Set once the server answered READY or AUTH_SUCCESS: the connection is authenticated.
-    /// Only then are QUERYs rewritten and the proxy's own PREPAREs sent (before, the server
-    /// would refuse them and the shape would be marked as failing for every connection).
-    pub(super) ready: AtomicBool,
-    /// Set once the client side is framed (v5), with whether segments are LZ4-compressed (the
-    /// upstream reader sets it before the client can see READY; the client reader looks at it
-    /// before each envelope without taking the lock).
-    pub(super) client_framing: std::sync::OnceLock<bool>,
-    /// The upstream node's address (what `system.local` on this connection describes).
-    pub(super) home: Option<std::net::SocketAddr>,
-    /// Connections to the replicas this connection routes to.
-    pub(super) links: replica::Links,
-    /// The client's outbox and the home connection's (for the replica connections' readers).
-    pub(super) client: Outbox,
-    pub(super) upstream: Outbox,
-}
-
-impl Shared {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        // A poisoned lock only means another reader panicked; the state is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Wakes `n` senders waiting for an upstream id (see [`State::senders_to_wake`]).
-    pub(super) fn wake_senders(&self, n: u32) {
-        for _ in 0..n {
-            self.freed.notify_one();
-        }
-    }
-}
-
 impl State {
     /// How many senders waiting for an upstream id to wake once `released` ids were released:
     /// one for each id, while any waits.
     pub(super) fn senders_to_wake(&self, released: u32) -> u32 {
         released.min(self.id_waiters)
-    }
-}
-
-impl Epochs {
-    /// The epochs as they stand.
-    pub(super) fn now(ctx: &Context, shared: &Shared) -> Epochs {
-        Epochs {
-            keyspace: shared.lock().keyspace_epoch,
-            schema: ctx.rewriter.cache.schema_epoch(),
-        }
     }
 }

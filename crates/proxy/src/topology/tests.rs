@@ -2,6 +2,7 @@
 //! them (the integration tests check the real server's).
 
 use super::*;
+use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{Direction, StreamId};
 use autoprep_protocol::message::result::{kind, metadata_flags};
 use autoprep_protocol::primitives::write_string;
@@ -39,8 +40,16 @@ fn response(
 }
 
 /// The plain body of an envelope.
+/// The wire of a link that negotiated `compression`.
+fn wire(compression: Option<Compression>) -> crate::wire::Wire {
+    crate::wire::Wire {
+        compression,
+        max_frame: MAX,
+    }
+}
+
 fn body_of(env: &Envelope, compression: Option<Compression>) -> Vec<u8> {
-    plain_body(env, compression, MAX).unwrap().into_owned()
+    wire(compression).body(env).unwrap().into_owned()
 }
 
 /// system.local's columns in Cassandra 5.0, in the order `SELECT *` returns them.
@@ -206,8 +215,7 @@ fn system_local_shows_the_advertised_node() {
             env,
             &Read::Query(SystemTable::Local),
             None,
-            compression,
-            MAX,
+            wire(compression),
             &metrics,
         );
         assert_eq!(out.header().flags, Flags(env_flags(compression)));
@@ -255,8 +263,7 @@ fn system_local_with_a_column_list_and_an_ipv6_advertise_address() {
         env,
         &Read::Query(SystemTable::Local),
         None,
-        None,
-        MAX,
+        wire(None),
         &Metrics::default(),
     );
     let (_, rows) = rows_of(out.body());
@@ -284,8 +291,7 @@ fn answers_with_nothing_to_rewrite_are_forwarded_as_they_came() {
         env.clone(),
         &Read::Query(SystemTable::Local),
         None,
-        None,
-        MAX,
+        wire(None),
         &metrics,
     );
     assert_eq!(out.as_bytes(), env.as_bytes());
@@ -299,8 +305,7 @@ fn answers_with_nothing_to_rewrite_are_forwarded_as_they_came() {
         env.clone(),
         &Read::Query(SystemTable::PeersV2),
         None,
-        None,
-        MAX,
+        wire(None),
         &metrics,
     );
     assert_eq!(out.as_bytes(), env.as_bytes());
@@ -337,8 +342,7 @@ fn peers_have_no_rows_and_keep_their_metadata_and_paging_state() {
                 env,
                 &Read::Query(table),
                 None,
-                compression,
-                MAX,
+                wire(compression),
                 &Metrics::default(),
             );
             let plain = body_of(&out, compression);
@@ -383,7 +387,7 @@ fn prepared_topology_reads_are_recognised_when_executed() {
     write_string(&mut ans, "tokens").unwrap();
     ans.put_slice(SET_OF_VARCHAR);
     let env = response(ProtocolVersion::V4, None, 0, Opcode::RESULT, &ans);
-    let out = t.on_response(env.clone(), &read, None, None, MAX, &Metrics::default());
+    let out = t.on_response(env.clone(), &read, None, wire(None), &Metrics::default());
     assert_eq!(
         out.as_bytes(),
         env.as_bytes(),
@@ -413,7 +417,7 @@ fn prepared_topology_reads_are_recognised_when_executed() {
         &[vec![Some(vec![127, 0, 0, 2]), Some(set_of(&["1", "2"]))]],
     );
     let env = response(ProtocolVersion::V4, None, 0, Opcode::RESULT, &msg);
-    let out = t.on_response(env, &read, None, None, MAX, &Metrics::default());
+    let out = t.on_response(env, &read, None, wire(None), &Metrics::default());
     let (_, rows) = rows_of(out.body());
     assert_eq!(
         rows,
@@ -599,14 +603,14 @@ fn topology_and_status_events_are_dropped_schema_events_pass() {
     });
     for &(version, compression) in FLAVOURS {
         let env = |body: &[u8]| response(version, compression, 0, Opcode::EVENT, body);
-        assert!(!keep_event(&env(&routes), compression, MAX));
-        assert!(!keep_event(&env(&topo), compression, MAX));
-        assert!(!keep_event(&env(&status), compression, MAX));
-        assert!(keep_event(&env(&schema), compression, MAX));
+        assert!(!keep_event(&env(&routes), wire(compression)));
+        assert!(!keep_event(&env(&topo), wire(compression)));
+        assert!(!keep_event(&env(&status), wire(compression)));
+        assert!(keep_event(&env(&schema), wire(compression)));
     }
     // Garbage passes as the server sent it.
     let garbage = response(ProtocolVersion::V4, None, 0, Opcode::EVENT, &[0xff]);
-    assert!(keep_event(&garbage, None, MAX));
+    assert!(keep_event(&garbage, wire(None)));
 }
 
 /// A `[string multimap]` body, entries in the order given.
@@ -676,7 +680,7 @@ fn scylla_supported_loses_sharding_tablets_and_metadata_id() {
         // Before STARTUP (uncompressed) and as a heartbeat answer (compressed).
         for c in [None, compression] {
             let env = response(version, c, 0, Opcode::SUPPORTED, &full);
-            let out = supported(env, c, MAX);
+            let out = supported(env, wire(c));
             assert_eq!(body_of(&out, c), want, "{version:?} {c:?}");
             assert_eq!(out.header().opcode, Opcode::SUPPORTED);
         }
@@ -691,7 +695,10 @@ fn scylla_supported_loses_sharding_tablets_and_metadata_id() {
         ),
     ]);
     let env = response(ProtocolVersion::V4, None, 0, Opcode::SUPPORTED, &plain);
-    assert_eq!(supported(env.clone(), None, MAX).as_bytes(), env.as_bytes());
+    assert_eq!(
+        supported(env.clone(), wire(None)).as_bytes(),
+        env.as_bytes()
+    );
 }
 
 #[test]
@@ -703,7 +710,7 @@ fn cassandra_supported_is_forwarded_as_it_came() {
     ]);
     for c in [None, Some(Compression::Lz4), Some(Compression::Snappy)] {
         let env = response(ProtocolVersion::V4, c, 0, Opcode::SUPPORTED, &body);
-        assert_eq!(supported(env.clone(), c, MAX).as_bytes(), env.as_bytes());
+        assert_eq!(supported(env.clone(), wire(c)).as_bytes(), env.as_bytes());
     }
     // A malformed answer too.
     let env = response(
@@ -713,7 +720,10 @@ fn cassandra_supported_is_forwarded_as_it_came() {
         Opcode::SUPPORTED,
         b"\x00\x05SCYLLA_",
     );
-    assert_eq!(supported(env.clone(), None, MAX).as_bytes(), env.as_bytes());
+    assert_eq!(
+        supported(env.clone(), wire(None)).as_bytes(),
+        env.as_bytes()
+    );
 }
 
 #[test]
