@@ -7,7 +7,7 @@
 //! The caller decides which columns to edit from the column specs (or from what it knows of
 //! the statement when the result carries no metadata); this module only walks and copies.
 
-use super::result::{ResultView, RowsView};
+use super::result::{metadata_flags, ResultView, RowsView};
 use crate::envelope::ProtocolVersion;
 use crate::error::DecodeError;
 use crate::primitives::read_bytes;
@@ -79,6 +79,50 @@ pub fn drop_rows(
     out.extend_from_slice(&message[..at]);
     out.extend_from_slice(&0i32.to_be_bytes());
     Ok(usize::try_from(rows.row_count).unwrap_or(0))
+}
+
+/// A v5 Rows result whose metadata changed since PREPARE (spec v5 section 4.2.5.2: the
+/// `Metadata_changed` flag, then `<new_metadata_id>` after the paging state), as the answer to
+/// a QUERY carries it: appends to `out` the RESULT `message` without that flag and id, every
+/// other byte copied, and returns the new metadata id and the new column specs (raw) the
+/// server sent. `Ok(None)` when `message` is a Rows result whose metadata did not change (the
+/// caller keeps it as it is).
+pub fn without_metadata_changed<'a>(
+    message: &'a [u8],
+    version: ProtocolVersion,
+    out: &mut Vec<u8>,
+) -> Result<Option<ChangedMetadata<'a>>, DecodeError> {
+    let rows = rows_of(message, version)?;
+    let Some(new_id) = rows.metadata.new_metadata_id else {
+        return Ok(None);
+    };
+    // kind (4), flags (4), column count (4), then the paging state when there are more pages.
+    let flags_at = 4;
+    let mut id_at = 12;
+    if let Some(p) = rows.metadata.paging_state {
+        id_at += 4 + p.len();
+    }
+    let id_end = id_at + 2 + new_id.len();
+    let flags = rows.metadata.flags & !metadata_flags::METADATA_CHANGED;
+    out.reserve(message.len());
+    out.extend_from_slice(&message[..flags_at]);
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(&message[flags_at + 4..id_at]);
+    out.extend_from_slice(&message[id_end..]);
+    let columns = rows.metadata.columns.map_or(&[][..], |c| c.raw());
+    Ok(Some(ChangedMetadata {
+        id: new_id,
+        columns,
+    }))
+}
+
+/// What a v5 Rows result said changed (see [`without_metadata_changed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangedMetadata<'a> {
+    /// The new result metadata id.
+    pub id: &'a [u8],
+    /// The new column specs, raw.
+    pub columns: &'a [u8],
 }
 
 #[cfg(test)]
@@ -278,5 +322,61 @@ mod tests {
             let _ = edit_cells(&b, ProtocolVersion::V5, &[true, false, true], |_, c, o| write_bytes(o, c).unwrap(), &mut Vec::new());
             let _ = drop_rows(&b, ProtocolVersion::V5, &mut Vec::new());
         }
+    }
+
+    #[test]
+    fn metadata_changed_is_taken_out_byte_for_byte() {
+        // v5 Rows: flags GLOBAL_TABLES_SPEC | HAS_MORE_PAGES | METADATA_CHANGED, 1 column.
+        let mut m = Vec::new();
+        m.put_i32(kind::ROWS);
+        let flags = metadata_flags::GLOBAL_TABLES_SPEC
+            | metadata_flags::HAS_MORE_PAGES
+            | metadata_flags::METADATA_CHANGED;
+        m.put_i32(flags);
+        m.put_i32(1);
+        write_bytes(&mut m, Some(b"page")).unwrap();
+        m.put_u16(3);
+        m.extend_from_slice(b"new");
+        let specs_at = m.len();
+        write_string(&mut m, "ks").unwrap();
+        write_string(&mut m, "t").unwrap();
+        write_string(&mut m, "v").unwrap();
+        m.put_u16(0x0009);
+        let specs_end = m.len();
+        m.put_i32(1);
+        write_bytes(&mut m, Some(&[0, 0, 0, 7])).unwrap();
+
+        let mut out = Vec::new();
+        let ChangedMetadata { id, columns } =
+            without_metadata_changed(&m, ProtocolVersion::V5, &mut out)
+                .unwrap()
+                .expect("changed");
+        assert_eq!(id, b"new");
+        let ResultView::Rows(before) = ResultView::parse(&m, ProtocolVersion::V5).unwrap() else {
+            panic!("not rows")
+        };
+        assert_eq!(Some(columns), before.metadata.columns.map(|c| c.raw()));
+        assert!(m[specs_at..specs_end].ends_with(columns));
+        // The same message, without the flag and the id.
+        let mut expected = m[..4].to_vec();
+        expected.extend_from_slice(&(flags & !metadata_flags::METADATA_CHANGED).to_be_bytes());
+        expected.extend_from_slice(&m[8..specs_at - 5]);
+        expected.extend_from_slice(&m[specs_at..]);
+        assert_eq!(out, expected);
+        let ResultView::Rows(r) = ResultView::parse(&out, ProtocolVersion::V5).unwrap() else {
+            panic!("not rows")
+        };
+        assert_eq!(r.metadata.new_metadata_id, None);
+        assert_eq!(r.metadata.paging_state, Some(&b"page"[..]));
+        assert_eq!(r.row_count, 1);
+
+        // Unchanged metadata: nothing to do.
+        let plain = rows_message(COLS, None, &[]);
+        let mut out = Vec::new();
+        assert_eq!(
+            without_metadata_changed(&plain, ProtocolVersion::V5, &mut out).unwrap(),
+            None
+        );
+        assert!(out.is_empty());
     }
 }

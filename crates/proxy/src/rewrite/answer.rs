@@ -10,7 +10,8 @@ use crate::{prepare_proof, schema_agreement};
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::cql::conditional::is_conditional;
 use autoprep_protocol::envelope::{Envelope, Opcode};
-use autoprep_protocol::message::result::{metadata_flags, ResultView};
+use autoprep_protocol::message::result::ResultView;
+use autoprep_protocol::message::rows_edit;
 use autoprep_protocol::message::ResponseBody;
 use bytes::Bytes;
 use std::time::Instant;
@@ -124,45 +125,21 @@ impl Rewriter {
         let Ok(rb) = ResponseBody::parse(&header, body) else {
             return env;
         };
+        // The tracing id, warnings and custom payload before the message are kept.
         let prefix = body.len() - rb.message.len();
-        let m = rb.message;
-        // kind, flags, column count
-        let Some(head) = m.get(..12) else { return env };
-        let kind = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-        let flags = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        if kind != 2 || flags & metadata_flags::METADATA_CHANGED == 0 {
-            return env;
-        }
-        let Ok(ResultView::Rows(rows)) = ResultView::parse(m, header.version) else {
+        let mut out = Vec::with_capacity(body.len());
+        out.extend_from_slice(&body[..prefix]);
+        let edited = rows_edit::without_metadata_changed(rb.message, header.version, &mut out);
+        let Ok(Some(changed)) = edited else {
             return env;
         };
-        let Some(new_id) = rows.metadata.new_metadata_id else {
-            return env;
-        };
-        // The new id sits right after the optional paging state.
-        let mut pos = 12;
-        if flags & metadata_flags::HAS_MORE_PAGES != 0 {
-            let Some(l) = m.get(pos..pos + 4) else {
-                return env;
-            };
-            pos += 4 + usize::try_from(i32::from_be_bytes([l[0], l[1], l[2], l[3]])).unwrap_or(0);
-        }
-        let id_end = pos + 2 + new_id.len();
-        if m.get(pos..id_end).is_none() {
-            return env;
-        }
         self.cache.update_result_metadata(
             node,
             hash,
             id,
-            Bytes::copy_from_slice(new_id),
-            Bytes::copy_from_slice(rows.metadata.columns.map_or(&[][..], |c| c.raw())),
+            Bytes::copy_from_slice(changed.id),
+            Bytes::copy_from_slice(changed.columns),
         );
-        let mut out = Vec::with_capacity(body.len());
-        out.extend_from_slice(&body[..prefix + 4]);
-        out.extend_from_slice(&(flags & !metadata_flags::METADATA_CHANGED).to_be_bytes());
-        out.extend_from_slice(&m[8..pos]);
-        out.extend_from_slice(&m[id_end..]);
         Envelope::new(header, &out)
     }
 }
