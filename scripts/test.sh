@@ -18,6 +18,9 @@ step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "the book (mdBook build, tables fresh, links checked)"
+bash scripts/book.sh
+
 if [[ -z "${AUTOPREP_TEST_UPSTREAM:-}" ]]; then
     step "local Cassandra"
     # With its metrics endpoint (jmx_exporter javaagent): the estimate of server CPU saved is
