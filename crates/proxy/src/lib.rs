@@ -51,6 +51,7 @@ pub mod log_filter;
 pub mod metrics;
 pub mod prepare_proof;
 pub mod protocol_error;
+pub mod reasons;
 pub mod reload;
 pub mod replica;
 pub mod rewrite;

@@ -8,6 +8,7 @@
 //! on the data path for a format that is a few lines of `write!`.
 
 use crate::control::Group;
+use crate::reasons::ReasonCounts;
 use crate::stamp::Stamp;
 use crate::streams::Tag;
 use autoprep_cache::CacheStats;
@@ -15,7 +16,7 @@ use autoprep_protocol::envelope::Opcode;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The counters of one proxy process.
@@ -29,14 +30,14 @@ pub struct Metrics {
     requests: [AtomicU64; 17],
     requests_other: AtomicU64,
     pub queries_rewritten: AtomicU64,
-    passthrough: Mutex<BTreeMap<&'static str, u64>>,
+    passthrough: ReasonCounts,
     /// EXECUTEs sent to a replica (the common case: an atomic).
     routed_replica: AtomicU64,
     /// EXECUTEs that went home because the home node is the replica chosen (common: an
     /// atomic, like `routed_replica`).
     routed_home_replica: AtomicU64,
     /// EXECUTEs that went home for another reason.
-    routed_home: Mutex<BTreeMap<&'static str, u64>>,
+    routed_home: ReasonCounts,
     /// Routed requests per replica node (bounded by the cluster's size): read-locked to count.
     routed_nodes: std::sync::RwLock<BTreeMap<std::net::SocketAddr, Arc<AtomicU64>>>,
     /// Client connections homed on each node, by its address.
@@ -74,26 +75,14 @@ pub struct Metrics {
     /// Client PREPAREs of statements with literals inline answered from their shape, and
     /// those passed through by why (see [`crate::rewrite::literal_prepare`]).
     literal_prepares_answered: AtomicU64,
-    literal_prepares_passed: Mutex<BTreeMap<&'static str, u64>>,
+    literal_prepares_passed: ReasonCounts,
     /// EXECUTEs (and BATCH children) of such statements run as the shape, and those sent as
     /// they were by why.
     literal_executes_rewritten: AtomicU64,
-    literal_executes_passed: Mutex<BTreeMap<&'static str, u64>>,
+    literal_executes_passed: ReasonCounts,
     /// PREPAREs of a client's own statement with literals inline the proxy sent, so that the
     /// server knows the id before a request that could not run as the shape.
     pub literal_materialized: AtomicU64,
-}
-
-/// Adds one to the count of `reason` in `map`.
-fn count_reason(map: &Mutex<BTreeMap<&'static str, u64>>, reason: &'static str) {
-    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-    *m.entry(reason).or_default() += 1;
-}
-
-/// The counts of `map`, by reason.
-fn reason_counts(map: &Mutex<BTreeMap<&'static str, u64>>) -> Vec<(&'static str, u64)> {
-    let m = map.lock().unwrap_or_else(|p| p.into_inner());
-    m.iter().map(|(k, v)| (*k, *v)).collect()
 }
 
 /// The end of validity (seconds since the Unix epoch) of the certificate the proxy presents on
@@ -145,7 +134,7 @@ impl Metrics {
 
     /// Counts a QUERY that went to the server unchanged, and why.
     pub fn passthrough(&self, reason: &'static str) {
-        count_reason(&self.passthrough, reason);
+        self.passthrough.count(reason);
     }
 
     /// Counts a client PREPARE of a statement with literals inline: answered from its shape
@@ -153,7 +142,7 @@ impl Metrics {
     pub fn literal_prepare(&self, outcome: Result<(), &'static str>) {
         match outcome {
             Ok(()) => Self::inc(&self.literal_prepares_answered),
-            Err(reason) => count_reason(&self.literal_prepares_passed, reason),
+            Err(reason) => self.literal_prepares_passed.count(reason),
         }
     }
 
@@ -162,7 +151,7 @@ impl Metrics {
     pub fn literal_execute(&self, outcome: Result<(), &'static str>) {
         match outcome {
             Ok(()) => Self::inc(&self.literal_executes_rewritten),
-            Err(reason) => count_reason(&self.literal_executes_passed, reason),
+            Err(reason) => self.literal_executes_passed.count(reason),
         }
     }
 
@@ -172,7 +161,7 @@ impl Metrics {
             self.routed_home_replica.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        count_reason(&self.routed_home, reason);
+        self.routed_home.count(reason);
     }
 
     /// An EXECUTE went to the replica `node`.
@@ -188,7 +177,7 @@ impl Metrics {
 
     /// Pass-through counts by reason.
     pub fn passthrough_reasons(&self) -> Vec<(&'static str, u64)> {
-        reason_counts(&self.passthrough)
+        self.passthrough.counts()
     }
 
     /// Adds one to a counter.
@@ -309,7 +298,7 @@ impl Metrics {
             load(&self.routed_replica),
         );
         let home: Vec<_> = {
-            let mut v = reason_counts(&self.routed_home);
+            let mut v = self.routed_home.counts();
             let n = load(&self.routed_home_replica);
             if n > 0 {
                 v.push((HOME_IS_THE_REPLICA, n));
@@ -532,7 +521,7 @@ impl Metrics {
         ] {
             e.head(name, "counter", help);
             e.sample(name, &[("outcome", ok), ("reason", "")], load(answered));
-            for (reason, n) in reason_counts(passed) {
+            for (reason, n) in passed.counts() {
                 e.sample(name, &[("outcome", "passed"), ("reason", reason)], n);
             }
         }
