@@ -6,7 +6,7 @@ use super::{
     bind_values, client_values_fit, finish_frame, keyspace_field_fits, lookup_shape, pass,
     start_frame, ConnKeyspace, Decision, PrepareRequest, Rewriter, Used,
 };
-use autoprep_cache::Lookup;
+use autoprep_cache::{Lookup, ShapeHash};
 use autoprep_protocol::cql::normalize::{normalize, Normalized};
 use autoprep_protocol::envelope::{Header, Opcode};
 use autoprep_protocol::message::batch::{encode_batch, BatchChild, BatchQuery, BatchView};
@@ -41,97 +41,37 @@ pub fn decide_batch(
         return pass(reason);
     }
     let keyspace = batch.params.keyspace.or(conn_keyspace);
-    // Per child: the prepared id and where its values sit in `scratch`.
-    let mut children: Vec<(Bytes, u16, std::ops::Range<usize>)> =
-        Vec::with_capacity(usize::from(batch.count));
-    let mut prepared = Vec::new();
-    let mut prepare = Vec::new();
-    let mut missing: Option<&'static str> = None;
+    let mut c = Children {
+        list: Vec::with_capacity(usize::from(batch.count)),
+        prepared: Vec::new(),
+        prepare: Vec::new(),
+        missing: None,
+    };
     scratch.clear();
     for child in batch.children() {
         let Ok(child) = child else {
             return pass("malformed batch");
         };
-        let text = match child.query {
-            BatchQuery::Prepared(id) => {
-                let start = scratch.len();
-                // A statement the client prepared with literals inline runs as its shape.
-                match super::literal_prepare::batch_child(rw, node, id, child.values, scratch) {
-                    Some(Ok((hash, shape_id, n))) => {
-                        rw.metrics.literal_execute(Ok(()));
-                        children.push((shape_id.clone(), n, start..scratch.len()));
-                        prepared.push((hash, shape_id));
-                        continue;
-                    }
-                    Some(Err(reason)) => {
-                        rw.metrics.literal_execute(Err(reason));
-                        return pass(reason);
-                    }
-                    None => {}
-                }
-                scratch.extend_from_slice(child.values.raw);
-                children.push((
-                    Bytes::copy_from_slice(id),
-                    child.values.count,
-                    start..scratch.len(),
-                ));
-                continue;
+        let added = match child.query {
+            BatchQuery::Prepared(id) => prepared_child(rw, node, id, child.values, scratch, &mut c),
+            BatchQuery::Text(text) => {
+                let at = (node, keyspace, now);
+                text_child(rw, at, text, child.values, scratch, &mut c)
             }
-            BatchQuery::Text(t) => t,
         };
-        let shape = match normalize(text) {
-            Ok(Normalized::Shape(s)) => s,
-            Ok(Normalized::NotCandidate(nc)) => return pass(nc.reason()),
-            Err(_) => return pass("lex error"),
-        };
-        if let Err(r) = client_values_fit(&shape, Some(child.values)) {
-            return pass(r);
-        }
-        if rw.is_excluded(&shape.text) {
-            return pass("excluded");
-        }
-        let hash = shape.hash(keyspace);
-        let (found, scylla) = lookup_shape(rw, node, &shape, hash, keyspace, now);
-        match found {
-            Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
-                let start = scratch.len();
-                if let Err(r) = bind_values(
-                    rw,
-                    scylla,
-                    &shape.slots,
-                    &entry.bind_types,
-                    Some(child.values),
-                    scratch,
-                ) {
-                    return pass(r);
-                }
-                let Ok(n) = u16::try_from(shape.slots.len()) else {
-                    return pass("too many values");
-                };
-                children.push((entry.id.clone(), n, start..scratch.len()));
-                prepared.push((hash, entry.id.clone()));
-            }
-            Lookup::Ready(_) => {
-                rw.cache
-                    .failed(node, hash, "bind variable count differs", now);
-                return pass("bind variable count differs");
-            }
-            Lookup::PrepareNow => {
-                missing = Some("preparing");
-                prepare.push(PrepareRequest::of(&shape, hash, keyspace));
-            }
-            Lookup::Wait => missing = missing.or(Some("not prepared yet")),
-            Lookup::Negative(r) => return pass(r),
+        if let Err(reason) = added {
+            return pass(reason);
         }
     }
-    if let Some(reason) = missing {
+    if let Some(reason) = c.missing {
         return Decision::PassThrough {
             reason,
-            prepare,
+            prepare: c.prepare,
             use_keyspace: false,
         };
     }
-    let built: Vec<BatchChild<'_>> = children
+    let built: Vec<BatchChild<'_>> = c
+        .list
         .iter()
         .map(|(id, count, range)| BatchChild {
             query: BatchQuery::Prepared(id),
@@ -153,7 +93,94 @@ pub fn decide_batch(
     }
     Decision::Execute {
         frame: finish_frame(frame, header, Opcode::BATCH),
-        used: Used::Many(prepared),
+        used: Used::Many(c.prepared),
         route: None,
     }
+}
+
+/// The children of a BATCH as the rewrite makes them, so far.
+struct Children {
+    /// Per child: the prepared id and where its values sit in the scratch buffer.
+    list: Vec<(Bytes, u16, std::ops::Range<usize>)>,
+    /// The shapes the rewritten BATCH uses.
+    prepared: Vec<(ShapeHash, Bytes)>,
+    /// The shapes to prepare now.
+    prepare: Vec<PrepareRequest>,
+    /// Why the BATCH cannot be rewritten yet (a shape not prepared).
+    missing: Option<&'static str>,
+}
+
+/// A child the client prepared: with its own id and values, or, prepared with literals inline,
+/// as its shape.
+fn prepared_child(
+    rw: &Rewriter,
+    node: u32,
+    id: &[u8],
+    values: Values<'_>,
+    scratch: &mut Vec<u8>,
+    c: &mut Children,
+) -> Result<(), &'static str> {
+    let start = scratch.len();
+    match super::literal_prepare::batch_child(rw, node, id, values, scratch) {
+        Some(Ok((hash, shape_id, n))) => {
+            rw.metrics.literal_execute(Ok(()));
+            c.list.push((shape_id.clone(), n, start..scratch.len()));
+            c.prepared.push((hash, shape_id));
+        }
+        Some(Err(reason)) => {
+            rw.metrics.literal_execute(Err(reason));
+            return Err(reason);
+        }
+        None => {
+            scratch.extend_from_slice(values.raw);
+            let id = Bytes::copy_from_slice(id);
+            c.list.push((id, values.count, start..scratch.len()));
+        }
+    }
+    Ok(())
+}
+
+/// A text child: its shape's id and the values bound to it when the shape is prepared on
+/// `node` (at `now`, in `keyspace`); otherwise the shape is noted as missing.
+fn text_child(
+    rw: &Rewriter,
+    (node, keyspace, now): (u32, Option<&str>, Instant),
+    text: &[u8],
+    values: Values<'_>,
+    scratch: &mut Vec<u8>,
+    c: &mut Children,
+) -> Result<(), &'static str> {
+    let shape = match normalize(text) {
+        Ok(Normalized::Shape(s)) => s,
+        Ok(Normalized::NotCandidate(nc)) => return Err(nc.reason()),
+        Err(_) => return Err("lex error"),
+    };
+    client_values_fit(&shape, Some(values))?;
+    if rw.is_excluded(&shape.text) {
+        return Err("excluded");
+    }
+    let hash = shape.hash(keyspace);
+    let (found, scylla) = lookup_shape(rw, node, &shape, hash, keyspace, now);
+    match found {
+        Lookup::Ready(entry) if entry.bind_types.len() == shape.slots.len() => {
+            let start = scratch.len();
+            let types = &entry.bind_types;
+            bind_values(rw, scylla, &shape.slots, types, Some(values), scratch)?;
+            let n = u16::try_from(shape.slots.len()).map_err(|_| "too many values")?;
+            c.list.push((entry.id.clone(), n, start..scratch.len()));
+            c.prepared.push((hash, entry.id.clone()));
+        }
+        Lookup::Ready(_) => {
+            rw.cache
+                .failed(node, hash, "bind variable count differs", now);
+            return Err("bind variable count differs");
+        }
+        Lookup::PrepareNow => {
+            c.missing = Some("preparing");
+            c.prepare.push(PrepareRequest::of(&shape, hash, keyspace));
+        }
+        Lookup::Wait => c.missing = c.missing.or(Some("not prepared yet")),
+        Lookup::Negative(r) => return Err(r),
+    }
+    Ok(())
 }

@@ -90,58 +90,11 @@ pub fn decide_prepare(
     now: Instant,
 ) -> PrepareDecision {
     use PrepareDecision::Pass;
-    if header.flags.has(Flags::TRACING) {
-        // The trace of a PREPARE is the server's to write.
-        return Pass("tracing");
-    }
-    let Ok(req) = RequestBody::parse(header, body) else {
-        return Pass("malformed prepare");
+    let p = match literal_text(rw, header, body, conn) {
+        Ok(p) => p,
+        Err(reason) => return Pass(reason),
     };
-    if req.custom_payload.is_some() {
-        return Pass("custom payload");
-    }
-    let Ok(prepare) = PrepareView::parse(req.message, header.version) else {
-        return Pass("malformed prepare");
-    };
-    let Ok(text) = std::str::from_utf8(prepare.query) else {
-        return Pass("not utf-8");
-    };
-    let shape = match normalize(prepare.query) {
-        Ok(Normalized::Shape(s)) => s,
-        Ok(Normalized::NotCandidate(nc)) => return Pass(nc.reason()),
-        Err(_) => return Pass("lex error"),
-    };
-    if shape.literal_count() == 0 {
-        return Pass(NO_LITERAL);
-    }
-    if shape
-        .slots
-        .iter()
-        .any(|s| matches!(s, Slot::ClientNamed { .. }))
-    {
-        return Pass("named markers");
-    }
-    if prepare.keyspace.is_none() && !conn.keyspace.settled {
-        return Pass("use in flight");
-    }
-    if rw.is_excluded(&shape.text) {
-        return Pass("excluded");
-    }
-    if rw.flavors.is_scylla(conn.node) {
-        // ScyllaDB derives its ids and answers its own way: not established here.
-        return Pass("scylla");
-    }
-    // The keyspace the server resolves unqualified tables in: the PREPARE's own (v5), else
-    // the connection's.
-    let keyspace = prepare.keyspace.or(conn.keyspace.name);
-    let Some(tables) = statement_tables(&shape.text) else {
-        return Pass("tables unknown");
-    };
-    let qualified = !tables.is_empty() && tables.iter().all(|t| t.keyspace.is_some());
-    if !qualified && keyspace.is_none() {
-        return Pass("no keyspace");
-    }
-    let id = fingerprint(if qualified { None } else { keyspace }, text);
+    let (shape, keyspace) = (&p.shape, p.keyspace);
     let hash = shape.hash(keyspace);
     let stats = rw.shapes.get_or_add(hash, keyspace, &shape.text);
     let pass = |reason: &'static str| {
@@ -157,7 +110,7 @@ pub fn decide_prepare(
     let entry = match rw.cache.lookup(&key, now) {
         Lookup::Ready(e) => e,
         Lookup::PrepareNow if conn.may_prepare => {
-            return PrepareDecision::PrepareShape(PrepareRequest::of(&shape, hash, keyspace))
+            return PrepareDecision::PrepareShape(PrepareRequest::of(shape, hash, keyspace))
         }
         Lookup::PrepareNow => {
             rw.cache.abandoned(conn.node, hash);
@@ -178,37 +131,21 @@ pub fn decide_prepare(
     if all.len() != shape.slots.len() {
         return pass("bind variable count differs");
     }
-    // The literals, encoded once, and the client's markers' places and specs.
-    let mut values = Vec::new();
-    let mut slots = Vec::with_capacity(shape.slots.len());
-    let mut client_specs = Vec::new();
-    for ((slot, ty), spec) in shape.slots.iter().zip(&entry.bind_types).zip(&all) {
-        match slot {
-            Slot::Literal(lit) => {
-                let start = values.len() as u32;
-                if let Err(e) = encode_literal(lit, ty, &rw.encode, &mut values) {
-                    return pass(e.label());
-                }
-                slots.push(Some((start, values.len() as u32)));
-            }
-            Slot::ClientMarker { .. } => {
-                slots.push(None);
-                client_specs.push(*spec);
-            }
-            Slot::ClientNamed { .. } => return pass("named markers"),
-        }
-    }
-    let Ok(client_values) = u16::try_from(client_specs.len()) else {
+    let bound = match bind_literals(rw, shape, &entry, &all) {
+        Ok(b) => b,
+        Err(reason) => return pass(reason),
+    };
+    let Ok(client_values) = u16::try_from(bound.client_specs.len()) else {
         return pass("too many values");
     };
-    let pk = partition_key_indexes(&all, &entry.pk_indexes, &client_specs);
+    let pk = partition_key_indexes(&all, &entry.pk_indexes, &bound.client_specs);
     let mut message = Vec::with_capacity(entry.prepared_message.len());
     let written = write_prepared(
         &mut message,
         header.version,
-        &id,
+        &p.id,
         answer.result_metadata_id,
-        &client_specs,
+        &bound.client_specs,
         pk.as_deref(),
         answer.result_raw,
     );
@@ -218,35 +155,152 @@ pub fn decide_prepare(
     // Cassandra warns once per connection (per PREPARE when the v5 PREPARE names its keyspace:
     // the server clones the connection's state for it) when it prepares an unqualified
     // statement it had not cached; a statement the proxy answered before counts as cached.
-    let warn = !qualified
-        && (prepare.keyspace.is_some() || conn.use_warning_due)
-        && !rw.literals.contains(&id);
-    let warning = warn.then(|| {
-        let ks = keyspace.unwrap_or_default();
-        format!(
-            "{USE_WARNING_PREFIX} is considered to be an anti-pattern due to ambiguity in non-qualified table names. \
-             Please consider removing instances of `Session#setKeyspace(<keyspace>)`, `Session#execute(\"USE <keyspace>\")` and `cluster.newSession(<keyspace>)` from your code, and \
-             always use fully qualified table names (e.g. <keyspace>.<table>). \
-             Keyspace used: {ks}, statement keyspace: {ks}, statement id: {}",
-            crate::shapes::hex(&id)
-        )
-    });
+    let warn =
+        !p.qualified && (p.names_keyspace || conn.use_warning_due) && !rw.literals.contains(&p.id);
+    let warning = warn.then(|| use_warning(keyspace.unwrap_or_default(), &p.id));
     let statement = Statement {
         hash,
         entry: entry.clone(),
-        slots: slots.into(),
-        values: values.into(),
+        slots: bound.slots.into(),
+        values: bound.values.into(),
         client_values,
         shape: stats.clone(),
-        text: text.into(),
+        text: p.text.into(),
         keyspace: keyspace.map(Into::into),
-        qualified,
+        qualified: p.qualified,
     };
-    if !rw.literals.insert(id, statement) {
+    if !rw.literals.insert(p.id, statement) {
         return pass("map too small");
     }
     stats.literal_prepare(Ok(()));
     PrepareDecision::Answer { message, warning }
+}
+
+/// A client's PREPARE of a statement with literals inline that the proxy may answer from its
+/// shape: what [`literal_text`] read of it.
+struct LiteralText<'a> {
+    shape: autoprep_protocol::cql::normalize::Shape<'a>,
+    text: &'a str,
+    /// The keyspace the server resolves unqualified tables in: the PREPARE's own (v5), else
+    /// the connection's.
+    keyspace: Option<&'a str>,
+    /// The v5 PREPARE names its keyspace.
+    names_keyspace: bool,
+    /// Every table is named with its keyspace.
+    qualified: bool,
+    /// The id the server would give the statement.
+    id: [u8; 16],
+}
+
+/// Reads a client's PREPARE: its text's shape and where it runs, or why the PREPARE goes to
+/// the server as it is.
+fn literal_text<'a>(
+    rw: &Rewriter,
+    header: &Header,
+    body: &'a [u8],
+    conn: Conn<'a>,
+) -> Result<LiteralText<'a>, &'static str> {
+    if header.flags.has(Flags::TRACING) {
+        // The trace of a PREPARE is the server's to write.
+        return Err("tracing");
+    }
+    let req = RequestBody::parse(header, body).map_err(|_| "malformed prepare")?;
+    if req.custom_payload.is_some() {
+        return Err("custom payload");
+    }
+    let prepare =
+        PrepareView::parse(req.message, header.version).map_err(|_| "malformed prepare")?;
+    let text = std::str::from_utf8(prepare.query).map_err(|_| "not utf-8")?;
+    let shape = match normalize(prepare.query) {
+        Ok(Normalized::Shape(s)) => s,
+        Ok(Normalized::NotCandidate(nc)) => return Err(nc.reason()),
+        Err(_) => return Err("lex error"),
+    };
+    if shape.literal_count() == 0 {
+        return Err(NO_LITERAL);
+    }
+    if shape
+        .slots
+        .iter()
+        .any(|s| matches!(s, Slot::ClientNamed { .. }))
+    {
+        return Err("named markers");
+    }
+    if prepare.keyspace.is_none() && !conn.keyspace.settled {
+        return Err("use in flight");
+    }
+    if rw.is_excluded(&shape.text) {
+        return Err("excluded");
+    }
+    if rw.flavors.is_scylla(conn.node) {
+        // ScyllaDB derives its ids and answers its own way: not established here.
+        return Err("scylla");
+    }
+    let keyspace = prepare.keyspace.or(conn.keyspace.name);
+    let tables = statement_tables(&shape.text).ok_or("tables unknown")?;
+    let qualified = !tables.is_empty() && tables.iter().all(|t| t.keyspace.is_some());
+    if !qualified && keyspace.is_none() {
+        return Err("no keyspace");
+    }
+    let id = fingerprint(if qualified { None } else { keyspace }, text);
+    Ok(LiteralText {
+        shape,
+        text,
+        keyspace,
+        names_keyspace: prepare.keyspace.is_some(),
+        qualified,
+        id,
+    })
+}
+
+/// A shape's literals encoded once with the prepared statement's types, and the client's own
+/// markers: their places among the shape's bind variables, and their specs.
+struct Bound<'s> {
+    values: Vec<u8>,
+    slots: Vec<Option<(u32, u32)>>,
+    client_specs: Vec<ColumnSpec<'s>>,
+}
+
+/// Encodes `shape`'s literals with `entry`'s bind types (`all`: its bind variables' specs).
+fn bind_literals<'s>(
+    rw: &Rewriter,
+    shape: &autoprep_protocol::cql::normalize::Shape<'_>,
+    entry: &PreparedEntry,
+    all: &[ColumnSpec<'s>],
+) -> Result<Bound<'s>, &'static str> {
+    let mut b = Bound {
+        values: Vec::new(),
+        slots: Vec::with_capacity(shape.slots.len()),
+        client_specs: Vec::new(),
+    };
+    for ((slot, ty), spec) in shape.slots.iter().zip(&entry.bind_types).zip(all) {
+        match slot {
+            Slot::Literal(lit) => {
+                let start = b.values.len() as u32;
+                encode_literal(lit, ty, &rw.encode, &mut b.values).map_err(|e| e.label())?;
+                b.slots.push(Some((start, b.values.len() as u32)));
+            }
+            Slot::ClientMarker { .. } => {
+                b.slots.push(None);
+                b.client_specs.push(*spec);
+            }
+            Slot::ClientNamed { .. } => return Err("named markers"),
+        }
+    }
+    Ok(b)
+}
+
+/// Cassandra's warning about `USE` with prepared statements, as it words it for statement `id`
+/// prepared in `keyspace`.
+fn use_warning(keyspace: &str, id: &[u8]) -> String {
+    let ks = keyspace;
+    format!(
+        "{USE_WARNING_PREFIX} is considered to be an anti-pattern due to ambiguity in non-qualified table names. \
+         Please consider removing instances of `Session#setKeyspace(<keyspace>)`, `Session#execute(\"USE <keyspace>\")` and `cluster.newSession(<keyspace>)` from your code, and \
+         always use fully qualified table names (e.g. <keyspace>.<table>). \
+         Keyspace used: {ks}, statement keyspace: {ks}, statement id: {}",
+        crate::shapes::hex(id)
+    )
 }
 
 /// The reason a PREPARE without literals passes (the ordinary prepared pattern: not counted).
