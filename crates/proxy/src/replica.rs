@@ -390,3 +390,141 @@ async fn open_now(
         writer,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoprep_protocol::envelope::{Flags, Header, StreamId};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    const MAX: usize = 1 << 20;
+
+    fn answer(version: ProtocolVersion, stream: i16, opcode: Opcode, body: &[u8]) -> BytesMut {
+        let header = Header {
+            version,
+            direction: Direction::Response,
+            flags: Flags(0),
+            stream: StreamId(stream),
+            opcode,
+            length: 0,
+        };
+        Envelope::new(header, body).into_frame()
+    }
+
+    /// A stand-in node: answers STARTUP with AUTHENTICATE and the AUTH_RESPONSE with
+    /// `after_auth`, then every request with a Void RESULT on its stream. Returns its address
+    /// and the requests' opcodes and bodies it saw.
+    async fn node(
+        after_auth: Opcode,
+    ) -> (SocketAddr, tokio::sync::mpsc::Receiver<(Opcode, Vec<u8>)>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut frames = FrameReader::new(Direction::Request, MAX);
+            loop {
+                let env = loop {
+                    if let Some(env) = frames.decode().unwrap() {
+                        break env;
+                    }
+                    if frames.read_from(&mut sock).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                };
+                let h = *env.header();
+                let _ = tx.send((h.opcode, env.body().to_vec())).await;
+                let reply = match h.opcode {
+                    Opcode::STARTUP => {
+                        answer(h.version, h.stream.0, Opcode::AUTHENTICATE, b"\0\x01x")
+                    }
+                    Opcode::AUTH_RESPONSE => {
+                        answer(h.version, h.stream.0, after_auth, &[0, 0, 0, 0])
+                    }
+                    _ => answer(h.version, h.stream.0, Opcode::RESULT, &1i32.to_be_bytes()),
+                };
+                sock.write_all(&reply).await.unwrap();
+            }
+        });
+        (addr, rx)
+    }
+
+    fn handshake() -> Handshake {
+        Handshake {
+            version: Some(ProtocolVersion::V4),
+            startup: Some(Zeroizing::new(b"\0\0".to_vec())),
+            auth: vec![Zeroizing::new(b"secret".to_vec())],
+            lz4: false,
+            complete: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_replica_connection_replays_the_handshake_and_carries_requests() {
+        let (addr, mut seen) = node(Opcode::AUTH_SUCCESS).await;
+        let mut o = open(addr, &handshake(), None, MAX).await.expect("opened");
+        assert_eq!(
+            seen.recv().await.unwrap(),
+            (Opcode::STARTUP, b"\0\0".to_vec())
+        );
+        assert_eq!(
+            seen.recv().await.unwrap(),
+            (Opcode::AUTH_RESPONSE, b"secret".to_vec())
+        );
+        // A request of the proxy's own, answered on its stream.
+        let frame = Envelope::request_frame(ProtocolVersion::V4, Opcode::OPTIONS, &[]);
+        let (tx, rx) = oneshot::channel();
+        o.link.send(frame, Routed::Own(tx)).await.unwrap();
+        assert_eq!(o.link.lock().routed.len(), 1);
+        let env = loop {
+            if let Some(env) = o.frames.decode().unwrap() {
+                break env;
+            }
+            assert!(o.frames.read_from(&mut o.socket).await.unwrap() > 0);
+        };
+        match o.link.answered(env.header().stream.0) {
+            Some(Routed::Own(tx)) => tx.send(env).unwrap(),
+            other => panic!("answer for {other:?}"),
+        }
+        assert_eq!(rx.await.unwrap().header().opcode, Opcode::RESULT);
+        assert!(o.link.take_in_flight().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_handshake_answered_otherwise_is_not_replayed() {
+        let (addr, _seen) = node(Opcode::ERROR).await;
+        let opened = open(addr, &handshake(), None, MAX).await;
+        assert!(matches!(opened, Err(OpenError::Diverged(_))));
+        // Nothing recorded to replay.
+        let none = Handshake::default();
+        let (addr, _seen) = node(Opcode::AUTH_SUCCESS).await;
+        assert!(matches!(
+            open(addr, &none, None, MAX).await,
+            Err(OpenError::Diverged(_))
+        ));
+    }
+
+    #[test]
+    fn links_open_once_and_wait_after_a_failure() {
+        let links = Links::default();
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let t0 = Instant::now();
+        assert!(matches!(links.get(addr, t0), LinkState::Absent));
+        assert!(matches!(
+            links.get(addr, t0),
+            LinkState::NotYet("replica connecting")
+        ));
+        links.failed(addr, t0);
+        assert!(matches!(
+            links.get(addr, t0),
+            LinkState::NotYet("replica unreachable")
+        ));
+        assert!(matches!(
+            links.get(addr, t0 + RETRY_AFTER),
+            LinkState::Absent
+        ));
+        assert_eq!(links.in_flight(), 0);
+        assert!(links.open_links().is_empty());
+    }
+}

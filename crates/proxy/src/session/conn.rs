@@ -259,3 +259,135 @@ impl Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A connection handle whose home outbox writes to a socket the test reads, with `ids`
+    /// upstream stream ids.
+    async fn conn(ids: usize) -> (Arc<Conn>, TcpStream) {
+        let mut cfg = Config::for_upstream("127.0.0.1:9");
+        cfg.upstream_streams = ids;
+        let ctx = Context::new(cfg).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (ours, theirs) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (_, wr) = crate::socket::into_split(crate::socket::plain(ours.unwrap()));
+        let (upstream, task) = Outbox::new(wr, None);
+        tokio::spawn(task);
+        let (client, _) = Outbox::new(
+            crate::socket::into_split(crate::socket::plain(
+                TcpStream::connect(addr).await.unwrap(),
+            ))
+            .1,
+            None,
+        );
+        let place = Place {
+            node: 0,
+            local: None,
+            home: None,
+            client,
+            upstream,
+        };
+        (Arc::new(Conn::open(&ctx, place)), theirs.unwrap().0)
+    }
+
+    fn query() -> BytesMut {
+        Envelope::request_frame(ProtocolVersion::V4, Opcode::QUERY, b"\0\0\0\x01x\0\x01\0")
+    }
+
+    /// The stream id of the next frame written home.
+    async fn written_stream(sock: &mut TcpStream) -> i16 {
+        let mut frames = crate::wire::FrameReader::new(Direction::Request, 1 << 20);
+        loop {
+            if let Some(env) = frames.decode().unwrap() {
+                return env.header().stream.0;
+            }
+            assert!(frames.read_from(sock).await.unwrap() > 0);
+        }
+    }
+
+    #[tokio::test]
+    async fn send_takes_an_id_records_what_it_is_for_and_writes_under_it() {
+        let (conn, mut home) = conn(4).await;
+        conn.send(query(), Pending::client(9), None, Group::Other, Id::Take)
+            .await
+            .unwrap();
+        conn.upstream.flush();
+        let up = written_stream(&mut home).await;
+        let (pending, _) = conn.lock().streams.release_tagged(up);
+        assert_eq!(pending, Some(Pending::client(9)));
+    }
+
+    #[tokio::test]
+    async fn send_reuses_the_id_it_is_given() {
+        let (conn, mut home) = conn(4).await;
+        conn.send(
+            query(),
+            Pending::client(3),
+            None,
+            Group::Other,
+            Id::Reuse(2),
+        )
+        .await
+        .unwrap();
+        conn.upstream.flush();
+        assert_eq!(written_stream(&mut home).await, 2);
+        assert_eq!(conn.lock().streams.release(2), Some(Pending::client(3)));
+    }
+
+    #[tokio::test]
+    async fn the_express_lane_gives_back_what_it_cannot_take() {
+        let (conn, _home) = conn(1).await;
+        let now = Stamp::now();
+        assert!(conn
+            .try_take(Pending::client(1), None, Group::Other, now)
+            .is_ok());
+        let back = conn.try_take(Pending::client(2), None, Group::Other, now);
+        assert_eq!(back.err().map(|(p, _)| p), Some(Pending::client(2)));
+    }
+
+    #[tokio::test]
+    async fn a_sender_waits_for_a_free_id() {
+        let (conn, mut home) = conn(1).await;
+        conn.send(query(), Pending::client(1), None, Group::Other, Id::Take)
+            .await
+            .unwrap();
+        let waiting = {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                conn.send(query(), Pending::client(2), None, Group::Other, Id::Take)
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        let first = written_stream(&mut home).await;
+        // The answer to the first releases its id, and wakes the waiting sender.
+        let wake = {
+            let mut st = conn.lock();
+            st.streams.release(first);
+            st.senders_to_wake(1)
+        };
+        assert_eq!(wake, 1);
+        conn.wake_senders(wake);
+        waiting.await.unwrap().unwrap();
+        assert_eq!(conn.lock().streams.release(first), Some(Pending::client(2)));
+    }
+
+    #[tokio::test]
+    async fn the_wire_is_what_startup_negotiated() {
+        let (conn, _home) = conn(1).await;
+        assert_eq!(conn.wire().compression, None);
+        conn.negotiate(Some(autoprep_protocol::compression::Compression::Lz4));
+        assert_eq!(
+            conn.wire().compression,
+            Some(autoprep_protocol::compression::Compression::Lz4)
+        );
+        assert_eq!(conn.wire().max_frame, conn.settings.max_frame);
+    }
+}
