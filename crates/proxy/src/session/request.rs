@@ -113,9 +113,13 @@ async fn on_request(
     conn: &Arc<Conn>,
     scratch: &mut rewrite::Scratch,
 ) -> Result<(), End> {
-    let env = match plain_execute(env, read_at, conn) {
-        Ok((frame, up)) => return conn.push(frame, up).await,
-        Err(env) => env,
+    let env = if env.header().opcode == Opcode::EXECUTE {
+        match plain_execute(env, read_at, conn) {
+            Ok((frame, up)) => return conn.push(frame, up).await,
+            Err(env) => env,
+        }
+    } else {
+        env
     };
     let route = match classify(env, conn, scratch) {
         Route::AsSent(a) => match a.id_now(read_at, conn) {
@@ -275,7 +279,9 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
         return Route::Answer(protocol_error::build(header.version, header.stream.0, &msg));
     }
     conn.metrics.request(header.opcode.0);
-    note_handshake(&env, conn);
+    if header.opcode == Opcode::STARTUP || header.opcode == Opcode::AUTH_RESPONSE {
+        note_handshake(&env, conn);
+    }
     match plan {
         Plan::Prepared {
             literal_execute,
@@ -292,12 +298,12 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
 }
 
 /// A client EXECUTE that [`classify`] would send home as it is (read for nothing: see
-/// [`plan`]), with the upstream id it takes now; `Err` gives back any other request, and this
-/// one when every id is in flight (`send` then waits for one).
+/// [`plan`]), with the upstream id it takes now; `Err` gives it back when it is read for
+/// something, or when every id is in flight (`send` then waits for one).
 #[allow(clippy::result_large_err)]
 fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), Envelope> {
     let header = env.header();
-    if header.opcode != Opcode::EXECUTE || plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
+    if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
     match plain_execute_id(&mut conn.lock(), header, read_at) {
