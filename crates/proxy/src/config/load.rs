@@ -9,7 +9,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The variable naming the configuration file.
 pub const CONFIG_ENV: &str = "AUTOPREP_CONFIG";
@@ -135,6 +135,42 @@ where
         .try_get_matches_from(args)
         .map_err(LoadError::Cli)?;
     let mut problems = Vec::new();
+    let vars = autoprep_vars(env, &mut problems);
+    let mut a = Assembly {
+        config: Config::default(),
+        sources: OPTIONS.iter().map(|o| (o.key, Source::Default)).collect(),
+        problems,
+    };
+    let file = match matches.get_one::<String>("config") {
+        Some(p) => Some((PathBuf::from(p), "--config")),
+        None => vars
+            .get(CONFIG_ENV)
+            .filter(|p| !p.is_empty())
+            .map(|p| (PathBuf::from(p), CONFIG_ENV)),
+    };
+    if let Some((path, named_by)) = &file {
+        a.file(path, named_by);
+    }
+    let warnings = a.env(&vars);
+    a.flags(&matches);
+    a.validate();
+    if !a.problems.is_empty() {
+        return Err(LoadError::Invalid(a.problems));
+    }
+    Ok(Loaded {
+        config: a.config,
+        print_config: matches.get_flag("print-config"),
+        file: file.map(|(p, _)| p),
+        sources: a.sources,
+        warnings,
+    })
+}
+
+/// The `AUTOPREP_*` variables of `env`; one that is not valid UTF-8 is a problem.
+fn autoprep_vars<E>(env: E, problems: &mut Vec<String>) -> BTreeMap<String, String>
+where
+    E: IntoIterator<Item = (OsString, OsString)>,
+{
     let mut vars = BTreeMap::new();
     for (name, value) in env {
         let Some(name) = name.to_str().filter(|n| n.starts_with(ENV_PREFIX)) else {
@@ -147,111 +183,111 @@ where
             Err(_) => problems.push(format!("{name}: not valid UTF-8")),
         }
     }
+    vars
+}
 
-    let mut config = Config::default();
-    let mut sources: BTreeMap<&'static str, Source> =
-        OPTIONS.iter().map(|o| (o.key, Source::Default)).collect();
-    let mut set =
-        |o: &'static Spec, raw: Raw<'_>, source: Source, problems: &mut Vec<String>| match (o.set)(
-            &mut config,
-            &raw,
-        ) {
+/// The configuration being put together, source after source: where each option's value came
+/// from, and every problem met so far.
+struct Assembly {
+    config: Config,
+    sources: BTreeMap<&'static str, Source>,
+    problems: Vec<String>,
+}
+
+impl Assembly {
+    /// Sets the option `o` to `raw`, given by `source`.
+    fn set(&mut self, o: &'static Spec, raw: Raw<'_>, source: Source) {
+        match (o.set)(&mut self.config, &raw) {
             Ok(()) => {
-                sources.insert(o.key, source);
+                self.sources.insert(o.key, source);
             }
-            Err(why) => problems.push(format!("{}: {why} ({source})", o.key)),
-        };
+            Err(why) => self.problems.push(format!("{}: {why} ({source})", o.key)),
+        }
+    }
 
-    // The file.
-    let file = match matches.get_one::<String>("config") {
-        Some(p) => Some((PathBuf::from(p), "--config")),
-        None => vars
-            .get(CONFIG_ENV)
-            .filter(|p| !p.is_empty())
-            .map(|p| (PathBuf::from(p), CONFIG_ENV)),
-    };
-    if let Some((path, named_by)) = &file {
-        match std::fs::read_to_string(path) {
-            Err(e) => problems.push(format!("{named_by}: cannot read {}: {e}", path.display())),
-            Ok(text) => match text.parse::<toml::Table>() {
-                Err(e) => problems.push(format!(
+    /// The file at `path` (named by `named_by`: `--config` or the variable).
+    fn file(&mut self, path: &Path, named_by: &str) {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                let problem = format!("{named_by}: cannot read {}: {e}", path.display());
+                return self.problems.push(problem);
+            }
+        };
+        let table = match text.parse::<toml::Table>() {
+            Ok(table) => table,
+            Err(e) => {
+                let problem = format!(
                     "{}: not valid TOML: {}",
                     path.display(),
                     e.to_string().trim_end()
+                );
+                return self.problems.push(problem);
+            }
+        };
+        let mut entries = Vec::new();
+        flatten("", &table, &mut entries);
+        for (key, value) in entries {
+            match options::by_key(&key) {
+                Some(o) => self.set(o, Raw::Toml(value), Source::File(path.to_path_buf())),
+                None => self.problems.push(format!(
+                    "unknown key {key:?} in {}{}",
+                    path.display(),
+                    suggestion(&key)
                 )),
-                Ok(table) => {
-                    let mut entries = Vec::new();
-                    flatten("", &table, &mut entries);
-                    for (key, value) in entries {
-                        match options::by_key(&key) {
-                            Some(o) => set(
-                                o,
-                                Raw::Toml(value),
-                                Source::File(path.clone()),
-                                &mut problems,
-                            ),
-                            None => problems.push(format!(
-                                "unknown key {key:?} in {}{}",
-                                path.display(),
-                                suggestion(&key)
-                            )),
-                        }
-                    }
-                }
-            },
+            }
         }
     }
 
-    // The environment.
-    for o in OPTIONS {
-        if let Some(v) = vars.get(o.env) {
-            let raw = match o.kind {
-                Kind::One => Raw::Text(v),
-                Kind::List => Raw::Texts(options::split_list(v)),
-            };
-            set(o, raw, Source::Env(o.env), &mut problems);
+    /// The environment's variables; returns the warning that names those that are not
+    /// autoprep options, if any.
+    fn env(&mut self, vars: &BTreeMap<String, String>) -> Vec<String> {
+        for o in OPTIONS {
+            if let Some(v) = vars.get(o.env) {
+                let raw = match o.kind {
+                    Kind::One => Raw::Text(v),
+                    Kind::List => Raw::Texts(options::split_list(v)),
+                };
+                self.set(o, raw, Source::Env(o.env));
+            }
         }
-    }
-    let unknown: Vec<&str> = vars
-        .keys()
-        .map(String::as_str)
-        .filter(|v| *v != CONFIG_ENV && !OPTIONS.iter().any(|o| o.env == *v))
-        .collect();
-    let mut warnings = Vec::new();
-    if !unknown.is_empty() {
-        warnings.push(format!(
-            "ignoring environment variables that are not autoprep options: {}",
-            unknown.join(", ")
-        ));
+        let unknown: Vec<&str> = vars
+            .keys()
+            .map(String::as_str)
+            .filter(|v| *v != CONFIG_ENV && !OPTIONS.iter().any(|o| o.env == *v))
+            .collect();
+        let mut warnings = Vec::new();
+        if !unknown.is_empty() {
+            warnings.push(format!(
+                "ignoring environment variables that are not autoprep options: {}",
+                unknown.join(", ")
+            ));
+        }
+        warnings
     }
 
-    // The flags.
-    for o in OPTIONS {
-        if let Some(values) = flag_values(&matches, o.key) {
-            let raw = match o.kind {
-                Kind::One => Raw::Text(values.first().map_or("", String::as_str)),
-                Kind::List => Raw::Texts(values),
-            };
-            set(o, raw, Source::Flag(o.flag), &mut problems);
+    /// The flags given on the command line.
+    fn flags(&mut self, matches: &ArgMatches) {
+        for o in OPTIONS {
+            if let Some(values) = flag_values(matches, o.key) {
+                let raw = match o.kind {
+                    Kind::One => Raw::Text(values.first().map_or("", String::as_str)),
+                    Kind::List => Raw::Texts(values),
+                };
+                self.set(o, raw, Source::Flag(o.flag));
+            }
         }
     }
 
-    for Problem { key, message } in config.validate() {
-        match sources.get(key) {
-            Some(Source::Default) | None => problems.push(format!("{key}: {message}")),
-            Some(source) => problems.push(format!("{key}: {message} ({source})")),
+    /// [`Config::validate`]'s problems, each with the source of the option's value.
+    fn validate(&mut self) {
+        for Problem { key, message } in self.config.validate() {
+            match self.sources.get(key) {
+                Some(Source::Default) | None => self.problems.push(format!("{key}: {message}")),
+                Some(source) => self.problems.push(format!("{key}: {message} ({source})")),
+            }
         }
     }
-    if !problems.is_empty() {
-        return Err(LoadError::Invalid(problems));
-    }
-    Ok(Loaded {
-        config,
-        print_config: matches.get_flag("print-config"),
-        file: file.map(|(p, _)| p),
-        sources,
-        warnings,
-    })
 }
 
 /// The values of a flag given on the command line (not a default).
