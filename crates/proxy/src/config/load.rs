@@ -9,7 +9,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The variable naming the configuration file.
 pub const CONFIG_ENV: &str = "AUTOPREP_CONFIG";
@@ -151,16 +151,6 @@ where
     let mut config = Config::default();
     let mut sources: BTreeMap<&'static str, Source> =
         OPTIONS.iter().map(|o| (o.key, Source::Default)).collect();
-    let mut set =
-        |o: &'static Spec, raw: Raw<'_>, source: Source, problems: &mut Vec<String>| match (o.set)(
-            &mut config,
-            &raw,
-        ) {
-            Ok(()) => {
-                sources.insert(o.key, source);
-            }
-            Err(why) => problems.push(format!("{}: {why} ({source})", o.key)),
-        };
 
     // The file.
     let file = match matches.get_one::<String>("config") {
@@ -173,34 +163,24 @@ where
     if let Some((path, named_by)) = &file {
         match std::fs::read_to_string(path) {
             Err(e) => problems.push(format!("{named_by}: cannot read {}: {e}", path.display())),
-            Ok(text) => match text.parse::<toml::Table>() {
-                Err(e) => problems.push(format!(
-                    "{}: not valid TOML: {}",
-                    path.display(),
-                    e.to_string().trim_end()
-                )),
-                Ok(table) => {
-                    let mut entries = Vec::new();
-                    flatten("", &table, &mut entries);
-                    for (key, value) in entries {
-                        match options::by_key(&key) {
-                            Some(o) => set(
-                                o,
-                                Raw::Toml(value),
-                                Source::File(path.clone()),
-                                &mut problems,
-                            ),
-                            None => problems.push(format!(
-                                "unknown key {key:?} in {}{}",
-                                path.display(),
-                                suggestion(&key)
-                            )),
-                        }
-                    }
+            Ok(text) => {
+                for key in apply_file(&mut config, path, &text, &mut problems) {
+                    sources.insert(key, Source::File(path.clone()));
                 }
-            },
+            }
         }
     }
+
+    let mut set =
+        |o: &'static Spec, raw: Raw<'_>, source: Source, problems: &mut Vec<String>| match (o.set)(
+            &mut config,
+            &raw,
+        ) {
+            Ok(()) => {
+                sources.insert(o.key, source);
+            }
+            Err(why) => problems.push(format!("{}: {why} ({source})", o.key)),
+        };
 
     // The environment.
     for o in OPTIONS {
@@ -252,6 +232,48 @@ where
         sources,
         warnings,
     })
+}
+
+/// Sets on `config` the options that `text`, the configuration file at `path`, gives, and
+/// returns the keys set. Each thing wrong (not TOML, an unknown key, a bad value) adds a line
+/// to `problems`; the options that are right are set all the same, so one run names every
+/// problem. Takes text, not a file, so that the parsing can be fuzzed (`fuzz/`, target
+/// `config`).
+pub fn apply_file(
+    config: &mut Config,
+    path: &Path,
+    text: &str,
+    problems: &mut Vec<String>,
+) -> Vec<&'static str> {
+    let table = match text.parse::<toml::Table>() {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!(
+                "{}: not valid TOML: {}",
+                path.display(),
+                e.to_string().trim_end()
+            ));
+            return Vec::new();
+        }
+    };
+    let source = Source::File(path.to_path_buf());
+    let mut entries = Vec::new();
+    flatten("", &table, &mut entries);
+    let mut set = Vec::new();
+    for (key, value) in entries {
+        match options::by_key(&key) {
+            Some(o) => match (o.set)(config, &Raw::Toml(value)) {
+                Ok(()) => set.push(o.key),
+                Err(why) => problems.push(format!("{}: {why} ({source})", o.key)),
+            },
+            None => problems.push(format!(
+                "unknown key {key:?} in {}{}",
+                path.display(),
+                suggestion(&key)
+            )),
+        }
+    }
+    set
 }
 
 /// The values of a flag given on the command line (not a default).
