@@ -1,6 +1,8 @@
 //! The rewrite: a client's QUERY with literals becomes an EXECUTE of its shape, and a client's
 //! PREPARE of a statement with literals inline is answered from its shape (a PREPARED built
-//! by the proxy), whose EXECUTEs then become EXECUTEs of the shape.
+//! by the proxy), whose EXECUTEs then become EXECUTEs of the shape; a BATCH of such
+//! statements (text children, and the id the PREPARE was answered with) becomes a BATCH of
+//! prepared children.
 //!
 //! The fuzzer gives the statement text, the types the server reported for the shape's
 //! markers, the shape's partition-key indexes and result columns, the client's values, the
@@ -11,12 +13,14 @@
 //! - an EXECUTE built from a QUERY or from a client EXECUTE is a well-formed envelope for the
 //!   shape's id with one value per marker: each literal a valid value of its marker's type
 //!   (`autoprep_fuzz::value`), each client value byte for byte the client's;
+//! - a BATCH built is one of prepared children, each with the shape's id and values as above;
 //! - a PREPARED answer parses, has the fingerprint id, one bind column per client marker (with
 //!   the shape's specs), and the shape's result metadata; its envelope decodes.
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use autoprep::config::Config;
+use autoprep::rewrite::batch::decide_batch;
 use autoprep::rewrite::literal_prepare::{
     answer_frame, decide_execute, decide_prepare, Conn, PrepareDecision,
 };
@@ -28,6 +32,9 @@ use autoprep_fuzz::wire::{self, Column, Layout};
 use autoprep_protocol::cql::normalize::{normalize, Normalized, Shape, Slot};
 use autoprep_protocol::cql::source_table::statement_tables;
 use autoprep_protocol::envelope::{Direction, Header, Opcode, ProtocolVersion, HEADER_LEN};
+use autoprep_protocol::message::batch::{
+    encode_batch, BatchChild, BatchParams, BatchQuery, BatchView,
+};
 use autoprep_protocol::message::execute::{encode_execute, ExecuteView};
 use autoprep_protocol::message::prepare::encode_prepare;
 use autoprep_protocol::message::query::{encode_query, QueryParams, QueryRequest, Values};
@@ -187,7 +194,16 @@ fuzz_target!(|data: &[u8]| {
         result_raw: &result_raw,
     };
     query(&rw, input, text, version, keyspace, Some(&shaped));
-    prepare(&rw, input, text, version, keyspace, Some(&shaped));
+    let answered = prepare(&rw, input, text, version, keyspace, Some(&shaped));
+    batch(
+        &rw,
+        input,
+        text,
+        version,
+        keyspace,
+        &shaped,
+        answered.as_deref(),
+    );
 });
 
 /// What the shape was prepared as.
@@ -266,23 +282,34 @@ fn query(
     }
 }
 
-/// `frame` is the EXECUTE of the shape with a value per marker: the literals valid values of
-/// their types, the client's values as sent.
+/// `frame` is the EXECUTE of the shape with a value per marker.
 fn executed(frame: &[u8], version: ProtocolVersion, s: &Shaped<'_>, client: &[Option<&[u8]>]) {
-    let header = Header::parse(
-        frame[..HEADER_LEN].try_into().expect("a header"),
-        Direction::Request,
-        usize::MAX >> 1,
-    )
-    .expect("the EXECUTE's header parses");
+    let header = parse_header(frame, Direction::Request);
     assert_eq!(header.opcode, Opcode::EXECUTE);
     assert_eq!(header.version, version);
-    assert_eq!(header.length, frame.len() - HEADER_LEN);
     let body =
         RequestBody::parse(&header, &frame[HEADER_LEN..]).expect("the EXECUTE's body parses");
     let exec = ExecuteView::parse(body.message, version).expect("the EXECUTE parses");
     assert_eq!(exec.id, &s.entry.id[..]);
     let values = exec.params.values.expect("the EXECUTE carries values");
+    values_of_shape(values, s, client);
+}
+
+/// The header of a whole envelope `frame` the proxy built.
+fn parse_header(frame: &[u8], direction: Direction) -> Header {
+    let h = Header::parse(
+        frame[..HEADER_LEN].try_into().expect("a header"),
+        direction,
+        usize::MAX >> 1,
+    )
+    .expect("the header of an envelope built parses");
+    assert_eq!(h.length, frame.len() - HEADER_LEN);
+    h
+}
+
+/// `values` are one per marker of the shape: each literal a valid value of its marker's type,
+/// each client value byte for byte the client's.
+fn values_of_shape(values: Values<'_>, s: &Shaped<'_>, client: &[Option<&[u8]>]) {
     assert_eq!(usize::from(values.count), s.shape.slots.len());
     let mut client = client.iter();
     for ((slot, ty), v) in s.shape.slots.iter().zip(s.types).zip(values.iter()) {
@@ -307,6 +334,7 @@ fn executed(frame: &[u8], version: ProtocolVersion, s: &Shaped<'_>, client: &[Op
     }
 }
 
+/// Decides the client's PREPARE of `text`; returns the id answered, if it was.
 fn prepare(
     rw: &Rewriter,
     input: &Input<'_>,
@@ -314,11 +342,11 @@ fn prepare(
     version: ProtocolVersion,
     keyspace: Option<&str>,
     shaped: Option<&Shaped<'_>>,
-) {
+) -> Option<Vec<u8>> {
     let own = (input.prepare_keyspace && version >= ProtocolVersion::V5).then_some("ks");
     let mut body = Vec::new();
     if encode_prepare(version, text.as_bytes(), own, &mut body).is_err() {
-        return;
+        return None;
     }
     let header = wire::request_header(version, input.flags & 0x02, Opcode::PREPARE, body.len());
     let conn = Conn {
@@ -333,7 +361,7 @@ fn prepare(
     let PrepareDecision::Answer { message, warning } =
         decide_prepare(rw, &header, &body, conn, Instant::now())
     else {
-        return;
+        return None;
     };
     let s = shaped.expect("only a shape is answered");
     let Ok(ResultView::Prepared(p)) = ResultView::parse(&message, version) else {
@@ -358,12 +386,7 @@ fn prepare(
         );
     }
     let frame = answer_frame(version, 9, &message, warning.as_deref());
-    let h = Header::parse(
-        frame[..HEADER_LEN].try_into().unwrap(),
-        Direction::Response,
-        usize::MAX >> 1,
-    )
-    .expect("the answer's header parses");
+    let h = parse_header(&frame, Direction::Response);
     let rb = ResponseBody::parse(&h, &frame[HEADER_LEN..]).expect("the answer's body parses");
     assert_eq!(rb.message, &message[..]);
     assert_eq!(rb.warnings.is_some(), warning.is_some());
@@ -374,7 +397,7 @@ fn prepare(
     let ps = params(input, count, &raw, None);
     let rmid = p.result_metadata_id.unwrap_or_default();
     if encode_execute(version, p.id, rmid, &ps, &mut body).is_err() {
-        return;
+        return Some(p.id.to_vec());
     }
     let header = wire::request_header(version, input.flags & 0x02, Opcode::EXECUTE, body.len());
     let mut scratch = Vec::new();
@@ -382,5 +405,68 @@ fn prepare(
         .expect("the id answered is the proxy's");
     if let Decision::Execute { frame, .. } = executed_id.decision {
         executed(&frame, version, s, &input.values[..usize::from(count)]);
+    }
+    Some(p.id.to_vec())
+}
+
+/// A BATCH of the statement as text, the id its PREPARE was answered with (if it was), and
+/// the text again.
+fn batch(
+    rw: &Rewriter,
+    input: &Input<'_>,
+    text: &str,
+    version: ProtocolVersion,
+    keyspace: Option<&str>,
+    s: &Shaped<'_>,
+    answered: Option<&[u8]>,
+) {
+    let (count, raw) = client_values(&input.values);
+    let values = Values {
+        count,
+        named: false,
+        raw: &raw,
+    };
+    let mut children = vec![BatchChild {
+        query: BatchQuery::Text(text.as_bytes()),
+        values,
+    }];
+    if let Some(id) = answered {
+        children.push(BatchChild {
+            query: BatchQuery::Prepared(id),
+            values,
+        });
+    }
+    children.push(children[0]);
+    let params = BatchParams {
+        consistency: input.consistency,
+        serial_consistency: input.serial,
+        ..Default::default()
+    };
+    let mut body = Vec::new();
+    if encode_batch(version, input.flags % 3, &children, &params, &mut body).is_err() {
+        return;
+    }
+    let header = wire::request_header(version, input.flags & 0x02, Opcode::BATCH, body.len());
+    let conn = ConnKeyspace {
+        name: keyspace,
+        settled: true,
+    };
+    let mut scratch = Vec::new();
+    let now = Instant::now();
+    let Decision::Execute { frame, .. } =
+        decide_batch(rw, NODE, &header, &body, conn, now, &mut scratch)
+    else {
+        return;
+    };
+    let h = parse_header(&frame, Direction::Request);
+    assert_eq!(h.opcode, Opcode::BATCH);
+    let rb = RequestBody::parse(&h, &frame[HEADER_LEN..]).expect("the BATCH's body parses");
+    let b = BatchView::parse(rb.message, version).expect("the BATCH parses");
+    assert_eq!(usize::from(b.count), children.len());
+    let client = &input.values[..usize::from(count)];
+    for child in b.children() {
+        let child = child.expect("a child of the BATCH built");
+        assert_eq!(child.query, BatchQuery::Prepared(&s.entry.id[..]));
+        values_of_shape(child.values, s, client);
     }
 }

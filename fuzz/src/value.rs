@@ -7,7 +7,7 @@ use autoprep_protocol::types::ColumnType;
 /// Why a value is not one of its type.
 pub type Invalid = String;
 
-/// Checks one `[value]` body (no length prefix) of type `ty`. `in_vector`: an element of a
+/// Checks one `[value]` body (no length prefix) of type `ty`.
 /// vector, where an empty value is null (refused) except for text and blobs.
 pub fn check(ty: &ColumnType, v: &[u8]) -> Result<(), Invalid> {
     check_depth(ty, v, 0)
