@@ -3,9 +3,9 @@
 # Central, a Python venv from PyPI, the driver programs' crates, Go modules, Maven artifacts and
 # npm packages, helm and kubeconform from the Go module proxy), starts a local Cassandra unless
 # AUTOPREP_TEST_UPSTREAM names one, then runs format and lint checks, the Rust tests, the Python
-# driver and cqlsh tests and the driver matrix (tests/drivers/run.sh), runs every criterion
-# benchmark for a second, and checks the deployment artifacts beside them. The ScyllaDB container
-# test runs only where a Docker engine answers.
+# driver and cqlsh tests and the driver matrix (tests/drivers/run.sh), runs every fuzz target
+# for a few seconds and every criterion benchmark for a second, and checks the deployment
+# artifacts beside them. The ScyllaDB container test runs only where a Docker engine answers.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
@@ -41,6 +41,11 @@ trap 'kill -- -"$deploy_pid" 2>/dev/null && echo "scripts/deploy-check.sh stoppe
 
 step "Rust tests (unit, property, golden, integration against the real server)"
 cargo test --workspace
+
+# Every fuzz target for a few seconds from its committed seeds (fuzz/README.md): a parser
+# that panics on an input the seeds reach fails the build.
+step "fuzz smoke (scripts/fuzz.sh smoke)"
+bash scripts/fuzz.sh smoke
 
 # Every criterion benchmark, briefly but past its first iterations (--profile-time iterates each
 # for a second without analysis; --test would run one iteration only and miss a benchmark that

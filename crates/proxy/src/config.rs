@@ -18,7 +18,7 @@ pub mod options;
 
 use std::path::PathBuf;
 
-pub use load::{load, LoadError, Loaded, Source};
+pub use load::{apply_file, load, LoadError, Loaded, Source};
 
 use autoprep_protocol::types::UtcOffset;
 use serde::Serialize;

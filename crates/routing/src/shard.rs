@@ -52,7 +52,8 @@ pub fn source_ports(
     let n = u32::from(nr_shards);
     let s = u32::from(shard);
     let valid = s < n && lo < hi;
-    let start = u32::from(start).clamp(lo, hi);
+    // `clamp` panics on a reversed range (`lo > hi`), which holds no port anyway.
+    let start = u32::from(start).clamp(lo, hi.max(lo));
     // The smallest port >= from that is congruent to the shard.
     let aligned = move |from: u32| from + (s + n - from % n.max(1)) % n.max(1);
     let (first, second) = if valid {
@@ -152,6 +153,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Found by the `routing` fuzz target: a reversed range made `clamp` panic.
+    #[test]
+    #[allow(clippy::reversed_empty_ranges)] // the reversed range is the input under test
+    fn a_reversed_range_has_no_port() {
+        assert_eq!(source_port(0, 4, 5, 12..0), None);
+        assert_eq!(source_ports(1, 4, 70, 12..0).count(), 0);
+        assert_eq!(source_ports(1, 4, 3, 12..12).count(), 0);
     }
 
     proptest! {

@@ -214,28 +214,8 @@ impl Assembly {
                 return self.problems.push(problem);
             }
         };
-        let table = match text.parse::<toml::Table>() {
-            Ok(table) => table,
-            Err(e) => {
-                let problem = format!(
-                    "{}: not valid TOML: {}",
-                    path.display(),
-                    e.to_string().trim_end()
-                );
-                return self.problems.push(problem);
-            }
-        };
-        let mut entries = Vec::new();
-        flatten("", &table, &mut entries);
-        for (key, value) in entries {
-            match options::by_key(&key) {
-                Some(o) => self.set(o, Raw::Toml(value), Source::File(path.to_path_buf())),
-                None => self.problems.push(format!(
-                    "unknown key {key:?} in {}{}",
-                    path.display(),
-                    suggestion(&key)
-                )),
-            }
+        for key in apply_file(&mut self.config, path, &text, &mut self.problems) {
+            self.sources.insert(key, Source::File(path.to_path_buf()));
         }
     }
 
@@ -382,4 +362,46 @@ mod tests {
     fn the_command_line_is_consistent() {
         command().debug_assert();
     }
+}
+
+/// Sets on `config` the options that `text`, the configuration file at `path`, gives, and
+/// returns the keys set. Each thing wrong (not TOML, an unknown key, a bad value) adds a line
+/// to `problems`; the options that are right are set all the same, so one run names every
+/// problem. Takes text, not a file, so that the parsing can be fuzzed (`fuzz/`, target
+/// `config`).
+pub fn apply_file(
+    config: &mut Config,
+    path: &Path,
+    text: &str,
+    problems: &mut Vec<String>,
+) -> Vec<&'static str> {
+    let table = match text.parse::<toml::Table>() {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!(
+                "{}: not valid TOML: {}",
+                path.display(),
+                e.to_string().trim_end()
+            ));
+            return Vec::new();
+        }
+    };
+    let source = Source::File(path.to_path_buf());
+    let mut entries = Vec::new();
+    flatten("", &table, &mut entries);
+    let mut set = Vec::new();
+    for (key, value) in entries {
+        match options::by_key(&key) {
+            Some(o) => match (o.set)(config, &Raw::Toml(value)) {
+                Ok(()) => set.push(o.key),
+                Err(why) => problems.push(format!("{}: {why} ({source})", o.key)),
+            },
+            None => problems.push(format!(
+                "unknown key {key:?} in {}{}",
+                path.display(),
+                suggestion(&key)
+            )),
+        }
+    }
+    set
 }
