@@ -335,35 +335,6 @@ impl Loaded {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suggests_a_close_key() {
-        assert_eq!(suggestion("lisen"), " (did you mean \"listen\"?)");
-        assert_eq!(
-            suggestion("cache_entry"),
-            " (did you mean \"cache_entries\"?)"
-        );
-        assert_eq!(suggestion("completely_different"), "");
-    }
-
-    #[test]
-    fn flattens_nested_tables() {
-        let t: toml::Table = "a = 1\n[b]\nc = 2\n[b.d]\ne = 3\n".parse().unwrap();
-        let mut out = Vec::new();
-        flatten("", &t, &mut out);
-        let keys: Vec<_> = out.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["a", "b.c", "b.d.e"]);
-    }
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        command().debug_assert();
-    }
-}
-
 /// Sets on `config` the options that `text`, the configuration file at `path`, gives, and
 /// returns the keys set. Each thing wrong (not TOML, an unknown key, a bad value) adds a line
 /// to `problems`; the options that are right are set all the same, so one run names every
@@ -404,4 +375,33 @@ pub fn apply_file(
         }
     }
     set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_a_close_key() {
+        assert_eq!(suggestion("lisen"), " (did you mean \"listen\"?)");
+        assert_eq!(
+            suggestion("cache_entry"),
+            " (did you mean \"cache_entries\"?)"
+        );
+        assert_eq!(suggestion("completely_different"), "");
+    }
+
+    #[test]
+    fn flattens_nested_tables() {
+        let t: toml::Table = "a = 1\n[b]\nc = 2\n[b.d]\ne = 3\n".parse().unwrap();
+        let mut out = Vec::new();
+        flatten("", &t, &mut out);
+        let keys: Vec<_> = out.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b.c", "b.d.e"]);
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        command().debug_assert();
+    }
 }
