@@ -5,8 +5,10 @@
 //! byte-splice forwarder the proxy is measured against ([`splice`]), the local cluster of
 //! `scripts/cluster.sh` ([`cluster`]), the benchmark's own token-aware client
 //! ([`token_aware`]), server CPU read from the nodes' metrics endpoints ([`remote_cpu`]) and the
-//! check that the benchmark's keyspace is its own before it writes ([`bench_keyspace`]), and the
-//! check of autoprep's estimate of server CPU saved against the measured saving ([`estimate_check`]).
+//! check that the benchmark's keyspace is its own before it writes ([`bench_keyspace`]), the
+//! check of autoprep's estimate of server CPU saved against the measured saving ([`estimate_check`]),
+//! and a stand-in node that answers at once, for counting the proxy's own instructions
+//! ([`standin`]).
 
 pub mod affinity;
 pub mod bench_keyspace;
@@ -19,4 +21,5 @@ pub mod load;
 pub mod procfs;
 pub mod remote_cpu;
 pub mod splice;
+pub mod standin;
 pub mod token_aware;

@@ -1,0 +1,254 @@
+//! Instructions autoprep spends per request it forwards, for callgrind: deterministic, unlike a
+//! count taken from a proxy under load (whose figure moves with how many requests each socket
+//! read brings).
+//!
+//! `hop_icount KIND TARGET N`: on one current-thread tokio runtime, a stand-in node
+//! ([`autoprep_benches::standin`], answering every request at once), autoprep in front of it
+//! (started as the tests and the binary start it, [`autoprep::server::spawn`], defaults of
+//! [`autoprep::config::Config::for_upstream`]: rewrite and routing on) and a client that sends
+//! lockstep batches of [`BATCH`] requests over loopback: one write of the whole batch, then every
+//! answer read before the next batch. TARGET `proxy` sends them through autoprep, `direct`
+//! straight to the stand-in. After a warm-up (the handshake, the cluster view's reads, the
+//! shape's PREPARE, buffers grown), the function [`measured`] sends N requests (a multiple of
+//! [`BATCH`]); run under `valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect=hop_icount::measured`, only it is counted, on the runtime's thread, with
+//! every task the runtime runs meanwhile (the client, autoprep, the stand-in).
+//!
+//! Run with N and 2N and take the difference over N: what happens once (the runtime entered,
+//! the last answers' bookkeeping) cancels out. The same difference `direct` is the client's
+//! and the stand-in's own cost: `proxy` less `direct` is autoprep's instructions per request.
+//! `scripts/hop-icount.sh` does exactly that.
+//!
+//! KIND:
+//! - `execute`: an EXECUTE of an id the client prepared elsewhere (never through autoprep), with
+//!   four bound values: passed through;
+//! - `query`: a QUERY of a literal INSERT whose shape autoprep has already prepared (during the
+//!   warm-up; the stand-in answers its PREPARE with bind-variable metadata): rewritten into an
+//!   EXECUTE. The example checks that every measured QUERY reached the stand-in as an EXECUTE.
+//!
+//! The stand-in answers QUERY and EXECUTE with a void RESULT, so the client reads the same
+//! answers on both paths. Unlike the `autoprep` binary, this process allocates with the system
+//! allocator and has no tracing subscriber.
+
+use autoprep::config::Config;
+use autoprep_benches::standin::{self, COLUMNS, TABLE};
+use autoprep_protocol::envelope::{Opcode, HEADER_LEN};
+use autoprep_protocol::message::result::kind;
+use bytes::{BufMut, BytesMut};
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::runtime::Runtime;
+
+/// Requests per lockstep batch.
+const BATCH: usize = 64;
+
+/// Batches before the measured ones.
+const WARMUP_BATCHES: usize = 20;
+
+/// The id the client EXECUTEs in `execute`: prepared "elsewhere", unknown to autoprep.
+const CLIENT_ID: [u8; 16] = *b"client-prepared!";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Execute,
+    Query,
+}
+
+/// A client on protocol v4 that sends the same batch again and again.
+struct Client {
+    sock: TcpStream,
+    batch: Vec<u8>,
+    input: BytesMut,
+}
+
+impl Client {
+    async fn connect(addr: SocketAddr, kind: Kind) -> std::io::Result<Client> {
+        let sock = TcpStream::connect(addr).await?;
+        sock.set_nodelay(true)?;
+        let mut c = Client {
+            sock,
+            batch: batch(kind),
+            input: BytesMut::with_capacity(64 * 1024),
+        };
+        let mut startup = Vec::new();
+        startup.put_u16(1);
+        put_string(&mut startup, "CQL_VERSION");
+        put_string(&mut startup, "3.0.0");
+        let mut frame = Vec::new();
+        put_frame(&mut frame, 0, Opcode::STARTUP, &startup);
+        c.sock.write_all(&frame).await?;
+        let answer = c.next_answer().await?;
+        assert_eq!(answer[4], Opcode::READY.0, "STARTUP not answered READY");
+        Ok(c)
+    }
+
+    /// The next whole answer.
+    async fn next_answer(&mut self) -> std::io::Result<BytesMut> {
+        loop {
+            if let Some(head) = self.input.get(..HEADER_LEN) {
+                let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
+                if self.input.len() >= HEADER_LEN + len {
+                    return Ok(self.input.split_to(HEADER_LEN + len));
+                }
+            }
+            if self.sock.read_buf(&mut self.input).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+
+    /// Sends the batch `batches` times, each after every answer to the previous one came.
+    async fn run(&mut self, batches: usize) -> std::io::Result<()> {
+        for _ in 0..batches {
+            self.sock.write_all(&self.batch).await?;
+            for _ in 0..BATCH {
+                let a = self.next_answer().await?;
+                let void = a.len() == HEADER_LEN + 4
+                    && a[4] == Opcode::RESULT.0
+                    && a[HEADER_LEN..] == kind::VOID.to_be_bytes();
+                assert!(void, "not a void RESULT: {:?}", &a[..]);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    out.put_u16(s.len() as u16);
+    out.put_slice(s.as_bytes());
+}
+
+fn put_frame(out: &mut Vec<u8>, stream: i16, opcode: Opcode, body: &[u8]) {
+    out.put_u8(0x04);
+    out.put_u8(0);
+    out.put_i16(stream);
+    out.put_u8(opcode.0);
+    out.put_u32(body.len() as u32);
+    out.put_slice(body);
+}
+
+/// The [`BATCH`] requests of one batch, on streams 0 to 63, each with values of its own (of
+/// the same lengths, so that every request costs the same).
+fn batch(kind: Kind) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..BATCH {
+        let key = format!("s-{i:06}");
+        let ts = 1_798_761_600_000i64 + i as i64;
+        let value = 20.0 + i as f64 / 8.0;
+        let n = 10 + i as i32;
+        let mut body = Vec::new();
+        let opcode = match kind {
+            Kind::Execute => {
+                body.put_u16(CLIENT_ID.len() as u16);
+                body.put_slice(&CLIENT_ID);
+                body.put_u16(0x0001); // ONE
+                body.put_u8(0x01); // values
+                body.put_u16(COLUMNS.len() as u16);
+                for cell in [
+                    key.as_bytes(),
+                    &ts.to_be_bytes(),
+                    &value.to_be_bytes(),
+                    &n.to_be_bytes(),
+                ] {
+                    body.put_i32(cell.len() as i32);
+                    body.put_slice(cell);
+                }
+                Opcode::EXECUTE
+            }
+            Kind::Query => {
+                let names: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
+                let text = format!(
+                    "INSERT INTO {}.{} ({}) VALUES ('{key}', {ts}, {value:.3}, {n})",
+                    TABLE.0,
+                    TABLE.1,
+                    names.join(", ")
+                );
+                body.put_u32(text.len() as u32);
+                body.put_slice(text.as_bytes());
+                body.put_u16(0x0001); // ONE
+                body.put_u8(0);
+                Opcode::QUERY
+            }
+        };
+        put_frame(&mut out, i as i16, opcode, &body);
+    }
+    out
+}
+
+/// The measured region: `batches` batches, everything the runtime runs meanwhile included.
+#[inline(never)]
+fn measured(rt: &Runtime, client: &mut Client, batches: usize) -> std::io::Result<()> {
+    rt.block_on(client.run(batches))
+}
+
+fn usage() -> ! {
+    eprintln!("usage: hop_icount execute|query proxy|direct N   (N a multiple of {BATCH})");
+    std::process::exit(2)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [kind, target, n] = args.as_slice() else {
+        usage()
+    };
+    let kind = match kind.as_str() {
+        "execute" => Kind::Execute,
+        "query" => Kind::Query,
+        _ => usage(),
+    };
+    let through_proxy = match target.as_str() {
+        "proxy" => true,
+        "direct" => false,
+        _ => usage(),
+    };
+    let n: usize = n.parse().unwrap_or_else(|_| usage());
+    let batches = n / BATCH;
+    if batches == 0 || batches * BATCH != n {
+        usage();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (node, seen) = rt.block_on(standin::spawn())?;
+    let (addr, ctx) = if through_proxy {
+        let cfg = Config::for_upstream(&node.to_string());
+        let (addr, ctx) = rt.block_on(autoprep::server::spawn(cfg))?;
+        (addr, Some(ctx))
+    } else {
+        (node, None)
+    };
+    let mut client = rt.block_on(Client::connect(addr, kind))?;
+    rt.block_on(client.run(WARMUP_BATCHES))?;
+    if let Some(ctx) = &ctx {
+        // As in front of a one-node cluster: its view read, nothing to route.
+        let nodes = ctx.cluster.current().map(|v| v.node_count());
+        anyhow::ensure!(
+            nodes == Some(1) && !ctx.cluster.may_route(),
+            "autoprep's cluster view after the warm-up: {nodes:?} nodes"
+        );
+    }
+    let before = seen.counts();
+    measured(&rt, &mut client, batches)?;
+    let after = seen.counts();
+    let (queries, prepares, executes) =
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    eprintln!(
+        "hop_icount: {n} {kind:?} {}: the stand-in saw {queries} QUERY, {prepares} PREPARE, \
+         {executes} EXECUTE",
+        if through_proxy {
+            "through autoprep"
+        } else {
+            "direct"
+        }
+    );
+    let expected = match kind {
+        Kind::Query if !through_proxy => (n as u64, 0, 0),
+        _ => (0, 0, n as u64),
+    };
+    anyhow::ensure!(
+        (queries, prepares, executes) == expected,
+        "the stand-in should have seen {expected:?} (QUERY, PREPARE, EXECUTE)"
+    );
+    Ok(())
+}
