@@ -30,7 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 # The workspace's source files a callgrind output names that differ from this checkout's.
 foreign_sources() {
     sed -n 's/^f[lie]=([0-9]*) //p' "$1" | sort -u |
-        grep -E '/(crates/(protocol|cache|routing|server-metrics|proxy)|benches)/' |
+        { grep -E '/(crates/(protocol|cache|routing|server-metrics|proxy)|benches)/' || true; } |
         while read -r f; do
             case $f in "$PWD"/*) continue ;; esac
             rel=$(sed -E 's#^.*/((crates/[a-z-]+|benches)/.*)$#\1#' <<<"$f")

@@ -131,5 +131,9 @@ async fn main() -> Result<()> {
         estimate,
         foreign,
     };
-    output::write(&b, &run, &command, &results)
+    output::write(&b, &run, &command, &results)?;
+    // The proxies stop before the CPU affinities are restored.
+    drop(b);
+    drop(run);
+    Ok(())
 }
