@@ -282,6 +282,12 @@ fn classify(
     }
     ctx.metrics.request(header.opcode.0);
     note_handshake(&env, ctx, shared);
+    // [otel hook] The request's facts for its span, while tracing is on.
+    if ctx.tracing.enabled() {
+        let st = &mut *shared.lock();
+        let facts = crate::otel::Facts::of(&env, st.compression, st.keyspace.clone());
+        st.traces.note(header.stream.0, facts);
+    }
     let i = Interest::of(header.opcode, ctx, shared);
     let env = if i.literal_execute || i.route_client {
         match classify_prepared(env, &i, ctx, shared, scratch) {
@@ -310,6 +316,8 @@ struct Interest {
     /// CQL text to look at (QUERY, PREPARE, a BATCH to rewrite) or an EXECUTE that may read
     /// the topology.
     text: bool,
+    /// [otel hook] Tracing is on: every request is classified (its facts noted).
+    traced: bool,
 }
 
 impl Interest {
@@ -324,12 +332,13 @@ impl Interest {
                 || opcode == Opcode::PREPARE
                 || is_execute && ctx.topology.has_prepared()
                 || rewrite && is_batch,
+            traced: ctx.tracing.enabled(),
         }
     }
 
     /// Read for nothing: home as sent.
     fn none(&self) -> bool {
-        !(self.literal_execute || self.route_client || self.text)
+        !(self.literal_execute || self.route_client || self.text || self.traced)
     }
 }
 
@@ -596,6 +605,14 @@ fn classify_text(
         (None, None) => Decision::pass("undecodable body"),
     };
     decision.record(shape.as_deref());
+    // [otel hook] What the rewrite made of it.
+    if ctx.tracing.enabled() {
+        let outcome = match &decision {
+            Decision::Execute { .. } => "rewritten",
+            Decision::PassThrough { reason, .. } => *reason,
+        };
+        shared.lock().traces.rewrite(stream, outcome);
+    }
     // The statements a BATCH names that the client prepared with literals inline.
     let literals = match &body {
         Some(b) if is_batch => literal_prepare::statements_in(&ctx.rewriter, &header, b),
@@ -686,7 +703,13 @@ async fn send(
         Route::Rewritten(r) => send_rewritten(ctx, shared, to_upstream, r).await,
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
-            let frame = match routing::route(ctx, shared, frame, route, req).await {
+            let outcome = routing::route(ctx, shared, frame, route, req).await;
+            // [otel hook] Where routing sent it.
+            if ctx.tracing.enabled() {
+                let to = outcome.as_ref().map(|_| ()).map_err(|(_, why)| *why);
+                shared.lock().traces.routing(stream, to);
+            }
+            let frame = match outcome {
                 Ok(()) => return Ok(()),
                 Err((frame, _)) => frame,
             };
@@ -778,6 +801,11 @@ async fn send_rewritten(
                 literals: r.literals.clone(),
             };
             let outcome = routing::route(ctx, shared, r.frame, route, routed).await;
+            // [otel hook] Where routing sent it.
+            if ctx.tracing.enabled() {
+                let to = outcome.as_ref().map(|_| ()).map_err(|(_, why)| *why);
+                shared.lock().traces.routing(r.stream, to);
+            }
             if let Some(s) = &shape {
                 s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
             }

@@ -90,6 +90,16 @@ pub(super) async fn upstream_to_client(
                 };
                 match answer {
                     Ok(Some(e)) => {
+                        // [otel hook] The request's span, if sampled.
+                        if ctx.tracing.enabled() {
+                            let (facts, c) = {
+                                let mut st = shared.lock();
+                                (st.traces.take(e.header().stream.0), st.compression)
+                            };
+                            let answer = crate::otel::Answer::Envelope(&e, c);
+                            ctx.tracing
+                                .answered(facts, &tag, read_at, answer, shared.home);
+                        }
                         ctx.metrics.responded_at(tag, read_at);
                         env = e
                     }
@@ -185,11 +195,20 @@ fn answer_run(
     let run = reader.take_run(|h| {
         let plain = h.stream.0 >= 0
             && (h.opcode == Opcode::RESULT || h.opcode == Opcode::ERROR)
-            && !h.flags.has(Flags::WARNING);
+            && !h.flags.has(Flags::WARNING)
+            // [otel hook] An error's span reads its code: it takes the loop's path.
+            && !(h.opcode == Opcode::ERROR && ctx.tracing.enabled());
         if !plain {
             return None;
         }
         let (stream, tag) = st.streams.release_if(h.stream.0, Pending::plain_client)?;
+        // [otel hook] The request's span, if sampled.
+        if ctx.tracing.enabled() {
+            let facts = st.traces.take(stream);
+            let answer = crate::otel::Answer::Header(h);
+            ctx.tracing
+                .answered(facts, &tag, read_at, answer, shared.home);
+        }
         ctx.metrics.responded_at(tag, read_at);
         released += 1;
         Some(StreamId(stream))

@@ -520,6 +520,14 @@ async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
                         shared.upstream.flush();
                         continue;
                     }
+                    // [otel hook] The request's span, if sampled (answered by the replica).
+                    if ctx.tracing.enabled() {
+                        let facts = shared.lock().traces.take(stream);
+                        let answer = crate::otel::Answer::Envelope(&env, compression);
+                        let now = crate::stamp::Stamp::now();
+                        ctx.tracing
+                            .answered(facts, &tag, now, answer, Some(link.addr));
+                    }
                     ctx.metrics.responded(tag);
                     let mut env = match hash {
                         Some(hash) if version >= ProtocolVersion::V5 => ctx
