@@ -159,6 +159,8 @@ render --set nativeSidecar=false --set tls.clientSecret=client-tls --set tls.ups
     --set image.digest="sha256:$(printf '0%.0s' {1..64})" --set-json config=null \
     --set-json 'extraEnv=[{"name":"AUTOPREP_LOG","value":"debug"}]' --kube-version 1.28.0 |
     "${KUBECONFORM[@]}" -
+render --set 'tracing.endpoint=http://$(HOST_IP):4318' --set tracing.serviceName=shop-autoprep \
+    --set logFormat=json | "${KUBECONFORM[@]}" -
 
 step "what the chart renders"
 out="$(render)"
@@ -180,6 +182,16 @@ out="$(render --set nativeSidecar=false --set-json config=null)"
 ! grep -q 'AUTOPREP_CONFIG' <<<"$out" || die "config=null still names a config file"
 if "$HELM" template x "$CHART" --kube-version 1.28.0 >/dev/null 2>&1; then
     die "a native sidecar rendered for Kubernetes 1.28"
+fi
+# Tracing: off by default; on, the standard OTEL_* variables and the node's address.
+! grep -q 'OTEL_' <<<"$(render)" || die "default render: tracing is on"
+out="$(render --set 'tracing.endpoint=http://$(HOST_IP):4318' --set logFormat=json)"
+for want in 'name: OTEL_EXPORTER_OTLP_ENDPOINT' 'value: "http://$(HOST_IP):4318"' \
+    'fieldPath: status.hostIP' 'value: parentbased_traceidratio' 'name: AUTOPREP_LOG_FORMAT'; do
+    grep -qF "$want" <<<"$out" || die "tracing render: no '$want'"
+done
+if render --set tracing.endpoint=https://collector:4317 >/dev/null 2>&1; then
+    die "values.schema.json accepted an https tracing endpoint (no TLS toward the collector)"
 fi
 if render --set upstream=nohostport >/dev/null 2>&1; then
     die "values.schema.json accepted an upstream without a port"

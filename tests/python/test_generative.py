@@ -40,7 +40,13 @@ rewritten and the pass-through reasons. All differences of a combination are wri
 that the proxy rewrote at least REWRITTEN_FLOOR of the literal-bearing QUERYs that were not the
 first sighting of their shape.
 
+The leak check: the proxy logs JSON (`--log-format json`) and exports a span of every request
+(sampling ratio 1) to a real OpenTelemetry Collector (tests/python/otelcol.py); at the end no
+literal value of the statements (quoted strings of 8+ characters, integers of 7+ digits, as
+rendered) may appear in any exported span, log line, /metrics label or /shapes.
+
 Environment:
+  AUTOPREP_GEN_TRACING  0: no collector and no spans (the log and /metrics are still searched)
   AUTOPREP_GEN_SEED   seed(s) of the generator [20240611]; a comma-separated list or a range
                       `a..b` (inclusive) runs every seed over the four combinations
   AUTOPREP_GEN_COUNT  steps (statements, USEs, DDL) per seed and combination [2500]
@@ -70,6 +76,7 @@ from cassandra.query import (BatchStatement, BatchType, PreparedStatement, Simpl
                              tuple_factory)
 
 import gen_statements as gen
+import otelcol
 from conftest import _free_port, run_proxy
 from difftools import Noise, own_or_shared, make_cluster, spied
 
@@ -445,6 +452,46 @@ def short(obs, limit=int(os.environ.get("AUTOPREP_GEN_SHORT", "700"))):
     return s if len(s) <= limit else s[:limit] + f"... ({len(s)} chars)"
 
 
+# --- the leak check --------------------------------------------------------------------------------
+
+LEAK_STRING = re.compile(r"'((?:[^']|'')*)'")
+# Not the digit groups of a UUID (dashes around them) or of a decimal.
+LEAK_INTEGER = re.compile(r"(?<![\w.-])-?(\d{7,})(?![\w.-])")
+
+
+def literal_values(steps):
+    """The values a leak check looks for: quoted strings of 8+ characters and integers of 7+
+    digits, as the statements render them (DDL left out: its strings are options), each with at
+    least 4 distinct characters (`00000000` or `1000000` is nobody's data)."""
+    out = set()
+    for st in steps:
+        if st.kind in ("ddl", "use"):
+            continue
+        text = st.rendered()
+        out.update(m.replace("''", "'") for m in LEAK_STRING.findall(text) if len(m) >= 8)
+        out.update(LEAK_INTEGER.findall(text))
+    return sorted(v for v in out if len(set(v)) >= 4)
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory):
+    """A real OpenTelemetry Collector the proxies export their spans to (None when
+    AUTOPREP_GEN_TRACING=0)."""
+    if os.environ.get("AUTOPREP_GEN_TRACING", "1") == "0":
+        yield None
+        return
+    why = otelcol.build()
+    if why:
+        pytest.fail(f"the OpenTelemetry Collector could not be built:\n{why}")
+    with otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
+        yield c
+
+
+def fetch_text(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
 # --- the test ------------------------------------------------------------------------------------
 
 @pytest.mark.timeout(240 + int(COUNT * 0.4))
@@ -453,7 +500,7 @@ def short(obs, limit=int(os.environ.get("AUTOPREP_GEN_SHORT", "700"))):
                          ids=[("" if p == "query" else "prepare-") + f"v{v}-{c or 'none'}"
                               for p, v, c in RUNS])
 def test_generative_differential(node, run_id, seed, pattern, pv, compression, tmp_path,
-                                 record_property, capsys):
+                                 record_property, capsys, collector):
     combo = f"v{pv}-{compression or 'none'}"
     generator = gen.Generator(f"{seed}/{combo}", COUNT)
     if pattern == "prepare":
@@ -472,8 +519,11 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
         for side in names.values():
             setup_schema(setup_session, side, ddl)
         t_schema = time.monotonic() - t0
+        tracing = () if collector is None else (
+            "--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", "1")
         with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1",
-                       "--admin", admin, *PROXY_ARGS) as proxy:
+                       "--admin", admin, "--log-format", "json", *tracing,
+                       *PROXY_ARGS) as proxy:
             direct = Side("direct", node.host, node.port, pv, compression, names["direct"])
             via = Side("proxy", proxy.host, proxy.port, pv, compression, names["proxy"])
             try:
@@ -490,6 +540,8 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
                 finally:
                     noise.stop()
                 metrics = read_metrics(admin)
+                exposed = {"/metrics": fetch_text(f"http://{admin}/metrics"),
+                           "/shapes": fetch_text(f"http://{admin}/shapes?limit=1000")}
                 unprepared = (direct.unprepared, via.unprepared)
                 # Both sides' tables are read directly.
                 tables = [(slot, t, direct.table(names["direct"], slot, t),
@@ -503,6 +555,13 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
             drop_keyspaces(setup_session, side)
         setup.shutdown()
     elapsed = time.monotonic() - t0
+    # The leak check, once the proxy has stopped (its last spans flushed).
+    # An inet value equal to the node's or the proxy's own address shows as where it is.
+    values = [v for v in literal_values(steps) if v not in (node.host, proxy.host)]
+    exposed["autoprep log"] = proxy.log_text()
+    if collector is not None:
+        exposed["spans"] = collector.text()
+    leaks = otelcol.literals_in(exposed, values)
 
     differences = []
     classes = {}      # label -> [count, first example]
@@ -560,6 +619,9 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
                   + f"), their EXECUTEs run as the shape {executes} (passed: "
                   + ", ".join(f"{r}={n}" for r, n in executes_passed.items()) + ")"
                   if pattern == "prepare" else "")
+               + f"; leak check: {len(values)} values in "
+                 + ", ".join(f"{k} ({len(v)} bytes)" for k, v in exposed.items())
+                 + f": {len(leaks)} found"
                + f"; schema {t_schema:.0f} s, direct {t_direct:.0f} s, proxy {t_proxy:.0f} s, "
                  f"total {elapsed:.0f} s")
     report = tmp_path / "differences.txt"
@@ -581,6 +643,7 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
         summary + "\n\nFirst example of each class:\n" +
         "\n".join(e for _, e in list(classes.values())[:SHOW]) + ("\n" if table_diffs else "")
         + "\n".join(table_diffs[:SHOW]))
+    assert not leaks, f"literal values exposed: {leaks[:20]}"
     if "--rewrite" not in PROXY_ARGS and pattern == "query":
         assert repeat_share >= REWRITTEN_FLOOR, summary
     if "--rewrite" not in PROXY_ARGS and pattern == "prepare":

@@ -219,6 +219,10 @@ pub fn metrics_text(ctx: &Context) -> String {
     );
     Metrics::encode_saving(&ctx.rewriter.switchback.report(), &mut out);
     Metrics::encode_local_dc(ctx.cluster.local_dc(), &mut out);
+    // Per-shape percentiles (top 10 shapes and `other`) and the trace export's counts.
+    let (top, other) = ctx.rewriter.shapes.latency_series(10);
+    Metrics::encode_shape_latency(&top, &other, &mut out);
+    Metrics::encode_tracing(ctx.tracing.counts(), &mut out);
     let expiry = TlsExpiry {
         client: ctx
             .client_tls

@@ -51,6 +51,20 @@ pub struct Config {
     pub connect_timeout_ms: u64,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `autoprep=debug`.
     pub log: String,
+    /// `text` or `json` (one object per line: see `autoprep::log_json`).
+    pub log_format: String,
+    /// The OTLP collector request spans are exported to (see `autoprep::otel`); unset, the
+    /// standard `OTEL_EXPORTER_OTLP_ENDPOINT`; neither set, tracing is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing_endpoint: Option<String>,
+    /// `grpc` or `http/protobuf`; unset, `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing_protocol: Option<String>,
+    /// The head-sampling ratio; unset, `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing_sample_ratio: Option<f64>,
+    /// Requests at least this slow (milliseconds) are always traced; 0: none by their time.
+    pub tracing_slow_ms: u64,
     /// Rewrite literal-bearing QUERYs into EXECUTEs of prepared statements (`false`: a plain
     /// forwarder).
     pub rewrite: bool,
@@ -156,6 +170,11 @@ impl Default for Config {
             max_frame_bytes: autoprep_protocol::envelope::DEFAULT_MAX_BODY_LEN,
             connect_timeout_ms: 5000,
             log: "info".into(),
+            log_format: "text".into(),
+            tracing_endpoint: None,
+            tracing_protocol: None,
+            tracing_sample_ratio: None,
+            tracing_slow_ms: 100,
             rewrite: true,
             routing: true,
             routing_local_dc: None,
@@ -230,6 +249,16 @@ impl Config {
         }
     }
 
+    /// The tracing options, as `otel::settings` takes them (with the `OTEL_*` variables).
+    pub fn tracing(&self) -> crate::otel::settings::Options {
+        crate::otel::settings::Options {
+            tracing_endpoint: self.tracing_endpoint.clone(),
+            tracing_protocol: self.tracing_protocol.clone(),
+            tracing_sample_ratio: self.tracing_sample_ratio,
+            tracing_slow_ms: self.tracing_slow_ms,
+        }
+    }
+
     /// Every problem of this configuration (empty when it is usable).
     pub fn validate(&self) -> Vec<Problem> {
         let mut out = Vec::new();
@@ -261,6 +290,22 @@ impl Config {
                 .map(drop)
                 .map_err(|e| format!("not a log filter ({e}), got {:?}", self.log)),
         );
+        check(
+            "log_format",
+            match self.log_format.as_str() {
+                "text" | "json" => Ok(()),
+                other => Err(format!("expected text or json, got {other:?}")),
+            },
+        );
+        if let Some(e) = &self.tracing_endpoint {
+            check("tracing_endpoint", crate::otel::settings::check_endpoint(e));
+        }
+        if let Some(p) = &self.tracing_protocol {
+            check(
+                "tracing_protocol",
+                p.parse::<crate::otel::settings::Protocol>().map(drop),
+            );
+        }
         check(
             "control_window_ms",
             within(self.control_window_ms, 100, 3_600_000),

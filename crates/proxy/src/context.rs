@@ -44,6 +44,9 @@ pub struct Context {
     pub client_tls: Option<ClientTls>,
     /// TLS toward the upstream node (`--upstream-tls`), if on.
     pub upstream_tls: Option<UpstreamTls>,
+    /// OpenTelemetry request spans (`--tracing-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`),
+    /// off unless one is set.
+    pub tracing: Arc<crate::otel::Tracing>,
 }
 
 impl Context {
@@ -70,6 +73,17 @@ impl Context {
             metrics.clone(),
             cluster.clone(),
         )?);
+        let tracing = match crate::otel::Settings::resolve(&cfg.tracing(), |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(anyhow::Error::msg)?
+        {
+            Some(s) => {
+                tracing::info!(endpoint = %s.endpoint, protocol = ?s.protocol, ratio = s.sampler.ratio, "exporting request spans");
+                crate::otel::Tracing::start(&s)?
+            }
+            None => crate::otel::Tracing::off(),
+        };
         Ok(Context {
             upstreams,
             topology,
@@ -82,6 +96,7 @@ impl Context {
             admin_addr: OnceLock::new(),
             client_tls,
             upstream_tls,
+            tracing: Arc::new(tracing),
             cfg,
         })
     }

@@ -13,9 +13,12 @@
 //!   (`tests/layering.rs`).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
 //! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
+//! - [`latency`]: a lock-free log-linear histogram of response times (per-shape percentiles).
 //! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
+//! - [`log_json`]: log lines as JSON objects (`--log-format json`).
 //! - [`metrics`]: process-wide counters and their Prometheus text format.
+//! - [`otel`]: OpenTelemetry request spans, sampled at the answer and exported over OTLP.
 //! - [`reload`]: SIGHUP and changed TLS files: what changes without a restart.
 //! - [`replica`]: a session's connections to the replicas it routes to.
 //! - [`rewrite`]: the auto-prepare decision for one QUERY or BATCH and the EXECUTE it
@@ -34,6 +37,7 @@
 //! - [`streams`]: the upstream stream-id allocator.
 //! - [`topology`]: rewriting of topology answers, events and SUPPORTED so drivers stay on the
 //!   proxy.
+//! - [`trace_context`]: a client's W3C `traceparent` (custom payload or SQLCommenter comment).
 //! - [`writer`]: an outbox per socket (one write per read handled, v5 framing).
 //! - [`protocol_error`]: ERROR frames for malformed client input.
 #![forbid(unsafe_code)]
@@ -45,10 +49,13 @@ pub mod contact_points;
 pub mod context;
 pub mod control;
 pub mod flavor;
+pub mod latency;
 pub mod lifecycle;
 pub mod limit;
 pub mod log_filter;
+pub mod log_json;
 pub mod metrics;
+pub mod otel;
 pub mod prepare_proof;
 pub mod protocol_error;
 pub mod reasons;
@@ -65,6 +72,7 @@ pub mod stamp;
 pub mod streams;
 pub mod tls;
 pub mod topology;
+pub mod trace_context;
 pub mod upstream;
 pub mod wire;
 pub mod writer;

@@ -99,9 +99,19 @@ fn run(
     // that `PUT /log` and a reloaded `log` option can replace it.
     let (filter, handle) =
         tracing_subscriber::reload::Layer::new(EnvFilter::try_new(&cfg.log).context("log filter")?);
+    // Text, or one JSON object per line (`log_format`; see `autoprep::log_json`).
+    let json = (cfg.log_format == "json").then(|| {
+        autoprep::log_json::JsonLayer::new(|| {
+            Box::new(std::io::stdout().lock()) as Box<dyn std::io::Write>
+        })
+    });
+    let text = json
+        .is_none()
+        .then(|| tracing_subscriber::fmt::layer().with_ansi(std::io::stdout().is_terminal()));
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_ansi(std::io::stdout().is_terminal()))
+        .with(text)
+        .with(json)
         .init();
     let log = LogFilter::new(&cfg.log, move |f| {
         handle.reload(f).map_err(|e| e.to_string())
@@ -140,6 +150,10 @@ fn run(
         tokio::spawn(autoprep::server::run(listener, ctx.clone()));
         signals.recv().await;
         let outcome = lifecycle::drain(&ctx.lifecycle, grace, signals.recv()).await;
+        // Spans still queued go out before the process ends (on the exporter's thread).
+        let traced = ctx.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || traced.tracing.flush(Duration::from_secs(5))).await;
         anyhow::Ok(outcome)
     })?;
     Ok(match outcome {

@@ -217,9 +217,18 @@ impl Metrics {
     /// Writes every metric in the Prometheus text format. `cache` is a snapshot of the prepared
     /// cache; `shapes` is how many statement shapes `/shapes` tracks now.
     pub fn encode(&self, cache: &CacheStats, shapes: usize, out: &mut String) {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut e = Encoder(out);
+        self.encode_connections(&mut e);
+        self.encode_requests(&mut e);
+        self.encode_routing(&mut e);
+        self.encode_prepares(&mut e);
+        Self::encode_cache(cache, shapes, &mut e);
+        self.encode_traffic(&mut e);
+    }
 
+    /// Client connections: open, accepted, refused.
+    fn encode_connections(&self, e: &mut Encoder<'_>) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         e.head(
             "autoprep_client_connections",
             "gauge",
@@ -250,7 +259,11 @@ impl Metrics {
             &[],
             load(&self.connections_refused),
         );
+    }
 
+    /// Requests by opcode, and QUERYs by outcome.
+    fn encode_requests(&self, e: &mut Encoder<'_>) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         // Opcodes outside the table and opcode 4 (unused) share the name UNKNOWN: one series.
         let (by_opcode, other) = self.requests();
         let mut requests: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -286,7 +299,11 @@ impl Metrics {
                 n,
             );
         }
+    }
 
+    /// Where EXECUTEs with a partition key went, and the nodes routed to and homed on.
+    fn encode_routing(&self, e: &mut Encoder<'_>) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         e.head(
             "autoprep_routed_total",
             "counter",
@@ -329,7 +346,11 @@ impl Metrics {
         for (node, n) in node_counts(&self.home_nodes) {
             e.sample("autoprep_home_connections_total", &[("node", &node)], n);
         }
+    }
 
+    /// The proxy's own PREPAREs, and what made it drop, hold or replay requests.
+    fn encode_prepares(&self, e: &mut Encoder<'_>) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         e.head(
             "autoprep_prepares_total",
             "counter",
@@ -406,7 +427,10 @@ impl Metrics {
             &[],
             load(&self.upstream_connect_failures),
         );
+    }
 
+    /// The prepared cache (`cache`) and the shapes tracked (`shapes`).
+    fn encode_cache(cache: &CacheStats, shapes: usize, e: &mut Encoder<'_>) {
         e.head(
             "autoprep_cache_entries",
             "gauge",
@@ -467,7 +491,11 @@ impl Metrics {
             "Statement shapes with statistics in /shapes.",
         );
         e.sample("autoprep_shapes_tracked", &[], shapes as u64);
+    }
 
+    /// Bytes each way, and the request-duration histogram.
+    fn encode_traffic(&self, e: &mut Encoder<'_>) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         e.head(
             "autoprep_received_bytes_total",
             "counter",
@@ -495,7 +523,7 @@ impl Metrics {
             "Time from a request taking its upstream stream id to its response being handed to the client writer.",
         );
         self.request_duration
-            .encode("autoprep_request_duration_seconds", &[], &mut e);
+            .encode("autoprep_request_duration_seconds", &[], e);
     }
 
     /// Writes the metrics of the statements clients prepared with literals inline (see
@@ -593,6 +621,12 @@ impl Metrics {
     /// measured is NaN, never a guess.
     pub fn encode_saving(r: &crate::saving::Report, out: &mut String) {
         let mut e = Encoder(out);
+        Self::encode_saving_estimate(r, &mut e);
+        Self::encode_saving_inputs(r, &mut e);
+    }
+
+    /// The estimate: saved, its interval, per request, net, time to precision.
+    fn encode_saving_estimate(r: &crate::saving::Report, e: &mut Encoder<'_>) {
         let (saved, low, high) = r.saved().unwrap_or((f64::NAN, f64::NAN, f64::NAN));
         e.head(
             "autoprep_server_cpu_saved_seconds_total",
@@ -668,6 +702,11 @@ impl Metrics {
             &[],
             est.and_then(|e| e.seconds_to_tenth).unwrap_or(f64::NAN),
         );
+    }
+
+    /// What the estimate rests on: trials, rewritable QUERYs, the nodes' metrics endpoints
+    /// and their errors, autoprep's own CPU.
+    fn encode_saving_inputs(r: &crate::saving::Report, e: &mut Encoder<'_>) {
         e.head(
             "autoprep_server_cpu_trials_total",
             "counter",
@@ -744,6 +783,58 @@ impl Metrics {
             &[],
             r.own_cpu.unwrap_or(f64::NAN),
         );
+    }
+
+    /// Writes `autoprep_shape_request_duration_seconds`: the response times of the most
+    /// executed shapes (`top`: each by its id, as `/shapes` shows it) and of every other tracked
+    /// shape as one series (`shape="other"`), so that the series stay bounded whatever the
+    /// application runs. Each `le` bucket counts the shape's log-linear buckets whose middle is
+    /// at or below the bound (see [`crate::latency`]).
+    pub fn encode_shape_latency(
+        top: &[(String, crate::latency::Snapshot)],
+        other: &crate::latency::Snapshot,
+        out: &mut String,
+    ) {
+        const NAME: &str = "autoprep_shape_request_duration_seconds";
+        let mut e = Encoder(out);
+        e.head(
+            NAME,
+            "histogram",
+            "Time from a request taking its upstream stream id to its answer, for the 10 most executed statement shapes (shape: the id /shapes shows as fingerprint) and all others together (shape=\"other\"), home and routed answers alike.",
+        );
+        let series = top
+            .iter()
+            .map(|(id, s)| (id.as_str(), s))
+            .chain(std::iter::once(("other", other)));
+        for (shape, snap) in series {
+            let bucket = format!("{NAME}_bucket");
+            for (bound, le) in BUCKETS {
+                let n = snap.count_at_most(bound);
+                e.sample(&bucket, &[("shape", shape), ("le", le)], n);
+            }
+            e.sample(&bucket, &[("shape", shape), ("le", "+Inf")], snap.total);
+            let sum = snap.sum_nanos as f64 / 1e9;
+            e.sample_f64(&format!("{NAME}_sum"), &[("shape", shape)], sum);
+            e.sample(&format!("{NAME}_count"), &[("shape", shape)], snap.total);
+        }
+    }
+
+    /// Writes the trace export's counters (see [`crate::otel`]): spans handed to the exporter,
+    /// dropped because its queue was full, and lost in failed exports.
+    pub fn encode_tracing(spans: crate::otel::SpanCounts, out: &mut String) {
+        let mut e = Encoder(out);
+        e.head(
+            "autoprep_trace_spans_total",
+            "counter",
+            "Request spans sampled for OpenTelemetry export: exported, dropped (the exporter's queue was full) or failed (the collector refused or could not be reached).",
+        );
+        for (outcome, n) in [
+            ("exported", spans.exported),
+            ("dropped", spans.dropped),
+            ("failed", spans.failed),
+        ] {
+            e.sample("autoprep_trace_spans_total", &[("outcome", outcome)], n);
+        }
     }
 
     /// Writes the TLS metrics: reloads by result, and the expiry of the certificates in use.
@@ -1083,6 +1174,62 @@ mod tests {
             }
         }
         assert!(out.ends_with('\n'));
+    }
+
+    /// The per-shape series: the shapes given plus `other`, nothing else.
+    #[test]
+    fn shape_latency_series_are_bounded() {
+        let h = crate::latency::Histogram::new();
+        h.record(40_000);
+        h.record(3_000_000);
+        let top = vec![("abc".to_owned(), h.snapshot())];
+        let mut other = crate::latency::Snapshot::default();
+        other.merge(&h.snapshot());
+        other.merge(&h.snapshot());
+        let mut out = String::new();
+        Metrics::encode_shape_latency(&top, &other, &mut out);
+        let v = |s: &str| value(&out, s).unwrap_or_else(|| panic!("no {s} in\n{out}"));
+        let n = "autoprep_shape_request_duration_seconds";
+        assert_eq!(
+            v(&format!("{n}_bucket{{shape=\"abc\",le=\"0.00005\"}}")),
+            "1"
+        );
+        assert_eq!(v(&format!("{n}_bucket{{shape=\"abc\",le=\"+Inf\"}}")), "2");
+        assert_eq!(v(&format!("{n}_count{{shape=\"other\"}}")), "4");
+        assert_eq!(
+            v(&format!("{n}_bucket{{shape=\"other\",le=\"0.005\"}}")),
+            "4"
+        );
+        let shapes: std::collections::BTreeSet<&str> = out
+            .lines()
+            .filter_map(|l| l.split("shape=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(shapes.into_iter().collect::<Vec<_>>(), ["abc", "other"]);
+    }
+
+    /// No function of this module is longer than 100 lines (the encoders are split by topic).
+    #[test]
+    fn functions_stay_short() {
+        let src = include_str!("metrics.rs");
+        let src = src.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut open: Option<(usize, &str)> = None;
+        for (i, line) in src.lines().enumerate() {
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+            if (t.starts_with("fn ") || t.starts_with("pub fn ")) && indent <= 4 {
+                open = Some((i, &line[..indent]));
+            } else if let Some((at, ind)) = open {
+                if line == format!("{ind}}}") {
+                    assert!(
+                        i - at <= 100,
+                        "function at line {} is {} lines",
+                        at + 1,
+                        i - at
+                    );
+                    open = None;
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Per-shape statistics for the admin server's `/shapes`: for each statement shape the
 //! normalizer produced, how often it ran, how often it was rewritten or passed through (and
-//! why), how often its PREPARE failed, and its mean latency.
+//! why), how often its PREPARE failed, its mean latency and its latency percentiles (see
+//! [`crate::latency`]: a histogram allocated on the shape's first answer).
 //!
 //! Only shapes are recorded, never the text of a statement that was not normalized (it may hold
 //! literal values). Even a shape's canonical text may keep some literals inline (the selection
@@ -89,6 +90,8 @@ pub struct ShapeStats {
     prepare_failures: AtomicU64,
     latency_nanos: AtomicU64,
     latency_samples: AtomicU64,
+    /// Response times for percentiles, allocated on the first (see [`crate::latency`]).
+    latency: OnceLock<crate::latency::Histogram>,
     /// The other legacy pattern (see [`crate::rewrite::literal_prepare`]): PREPAREs of statements of
     /// this shape with literals inline answered from the shape, those passed through (by
     /// why), and EXECUTEs of such statements run as the shape.
@@ -116,6 +119,7 @@ impl ShapeStats {
             routed: AtomicU64::new(0),
             not_routed: Reasons::default(),
             prepare_failures: AtomicU64::new(0),
+            latency: OnceLock::new(),
             latency_nanos: AtomicU64::new(0),
             latency_samples: AtomicU64::new(0),
             literal_answered: AtomicU64::new(0),
@@ -198,6 +202,32 @@ impl ShapeStats {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.latency_nanos.fetch_add(ns, Ordering::Relaxed);
         self.latency_samples.fetch_add(1, Ordering::Relaxed);
+        self.latency
+            .get_or_init(crate::latency::Histogram::new)
+            .record(ns);
+    }
+
+    /// The response times recorded so far (empty before the first answer).
+    pub fn latency(&self) -> crate::latency::Snapshot {
+        self.latency
+            .get()
+            .map(crate::latency::Histogram::snapshot)
+            .unwrap_or_default()
+    }
+
+    /// The canonical text with inline constants redacted, as `/shapes` shows it.
+    pub fn redacted_text(&self) -> &str {
+        &self.text
+    }
+
+    /// The keyspace the shape was prepared in, when the connection had one.
+    pub fn keyspace(&self) -> Option<&str> {
+        self.keyspace.as_deref()
+    }
+
+    /// The shape's id: md5 of keyspace and canonical text, hex (as `/shapes` shows it).
+    pub fn id(&self) -> String {
+        hex(&self.fingerprint)
     }
 
     /// A point-in-time copy, for `/shapes`.
@@ -217,6 +247,7 @@ impl ShapeStats {
             mean_latency_seconds: (samples > 0)
                 .then(|| load(&self.latency_nanos) as f64 / samples as f64 / 1e9),
             latency_samples: samples,
+            latency: self.latency().percentiles(),
             control_comparison: self.comparison(),
             server_cpu: None,
             prepared_with_literals: LiteralPattern {
@@ -264,6 +295,9 @@ pub struct ShapeSnapshot {
     /// Mean time from request to response, over `latency_samples` requests.
     pub mean_latency_seconds: Option<f64>,
     pub latency_samples: u64,
+    /// Percentiles of the same response times, home and routed answers alike, within
+    /// `relative_error` of the exact ones (see [`crate::latency`]); null before an answer.
+    pub latency: Option<crate::latency::Percentiles>,
     /// The other legacy pattern: statements of this shape prepared with literals inline.
     pub prepared_with_literals: LiteralPattern,
     /// Response times of rewritten and control executions (see [`crate::control`]).
@@ -448,6 +482,31 @@ impl Shapes {
                 Some(saved * s.rewritten.load(Ordering::Relaxed) as f64)
             })
             .sum()
+    }
+
+    /// The response times of the `limit` most executed shapes (by id, most executed first),
+    /// and those of every other tracked shape merged: the bounded series of
+    /// `autoprep_shape_request_duration_seconds`.
+    pub fn latency_series(
+        &self,
+        limit: usize,
+    ) -> (
+        Vec<(String, crate::latency::Snapshot)>,
+        crate::latency::Snapshot,
+    ) {
+        let mut all: Vec<ShapeRef> = self.lock().iter().map(|(_, s)| s.clone()).collect();
+        all.sort_by_key(|s| std::cmp::Reverse(s.executions()));
+        let mut other = crate::latency::Snapshot::default();
+        let mut top = Vec::with_capacity(limit);
+        for (i, s) in all.iter().enumerate() {
+            let l = s.latency();
+            if i < limit {
+                top.push((s.id(), l));
+            } else {
+                other.merge(&l);
+            }
+        }
+        (top, other)
     }
 
     /// The `limit` most executed shapes, most executed first.

@@ -229,6 +229,74 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "log_format",
+        flag: "log-format",
+        env: "AUTOPREP_LOG_FORMAT",
+        value_name: "FORMAT",
+        kind: Kind::One,
+        hidden: false,
+        help: "Log lines as text, or json: one object per line with timestamp, level, target, message, the connection's fields and trace_id/span_id",
+        set: |c, v| {
+            c.log_format = v.text()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tracing_endpoint",
+        flag: "tracing-endpoint",
+        env: "AUTOPREP_TRACING_ENDPOINT",
+        value_name: "URL",
+        kind: Kind::One,
+        hidden: false,
+        help: "OTLP collector to export request spans to, http://HOST:PORT (unset: OTEL_EXPORTER_OTLP_ENDPOINT; neither: tracing off)",
+        set: |c, v| {
+            c.tracing_endpoint = v.optional()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tracing_protocol",
+        flag: "tracing-protocol",
+        env: "AUTOPREP_TRACING_PROTOCOL",
+        value_name: "PROTOCOL",
+        kind: Kind::One,
+        hidden: false,
+        help: "OTLP transport: grpc or http/protobuf (unset: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+        set: |c, v| {
+            c.tracing_protocol = v.optional()?;
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tracing_sample_ratio",
+        flag: "tracing-sample-ratio",
+        env: "AUTOPREP_TRACING_SAMPLE_RATIO",
+        value_name: "FRACTION",
+        kind: Kind::One,
+        hidden: false,
+        help: "Share of requests traced, 0 to 1, following a client's sampled flag when it sends a traceparent (unset: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 1); errors and slow requests are always traced",
+        set: |c, v| {
+            c.tracing_sample_ratio = match v.optional()? {
+                None => None,
+                Some(_) => Some(v.fraction()?),
+            };
+            Ok(())
+        },
+    },
+    Spec {
+        key: "tracing_slow_ms",
+        flag: "tracing-slow-ms",
+        env: "AUTOPREP_TRACING_SLOW_MS",
+        value_name: "MS",
+        kind: Kind::One,
+        hidden: false,
+        help: "A request that takes at least this long is always traced (0: none by their time)",
+        set: |c, v| {
+            c.tracing_slow_ms = v.number()?;
+            Ok(())
+        },
+    },
+    Spec {
         key: "rewrite",
         flag: "rewrite",
         env: "AUTOPREP_REWRITE",

@@ -289,6 +289,9 @@ fn options_fields_and_docs_agree() {
         routing_local_dc: Some("x".into()),
         server_metrics_url: Some("x".into()),
         control_fraction: Some(0.5),
+        tracing_endpoint: Some("x".into()),
+        tracing_protocol: Some("x".into()),
+        tracing_sample_ratio: Some(0.5),
         ..Config::default()
     };
     let fields: Vec<String> = toml::Table::try_from(&all_set)

@@ -69,6 +69,8 @@ pub(super) struct Conn {
     pub(super) topology: Arc<Topology>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) upstream_tls: Option<UpstreamTls>,
+    /// Request spans (see [`crate::otel`]); off, it costs a flag read per request.
+    pub(super) tracing: Arc<crate::otel::Tracing>,
     pub(super) settings: Settings,
     /// The compression STARTUP negotiated (see [`Conn::wire`]).
     negotiated: Negotiated,
@@ -122,6 +124,7 @@ impl Conn {
             topology: ctx.topology.clone(),
             metrics: ctx.metrics.clone(),
             upstream_tls: ctx.upstream_tls.clone(),
+            tracing: ctx.tracing.clone(),
             settings: Settings::of(&ctx.cfg),
             negotiated: Negotiated::default(),
             state: Mutex::new(State {

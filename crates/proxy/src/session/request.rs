@@ -282,6 +282,13 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
     if header.opcode == Opcode::STARTUP || header.opcode == Opcode::AUTH_RESPONSE {
         note_handshake(&env, conn);
     }
+    if conn.tracing.enabled() {
+        // The request's facts for its span.
+        let compression = conn.wire().compression;
+        let st = &mut *conn.lock();
+        let facts = crate::otel::Facts::of(&env, compression, st.keyspace.clone());
+        st.traces.note(header.stream.0, facts);
+    }
     match plan {
         Plan::Prepared {
             literal_execute,
@@ -303,7 +310,8 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
 #[allow(clippy::result_large_err)]
 fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), Envelope> {
     let header = env.header();
-    if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
+    // While tracing is on, every request is classified (its span's facts noted there).
+    if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent || conn.tracing.enabled() {
         return Err(env);
     }
     match plain_execute_id(&mut conn.lock(), header, read_at) {
@@ -332,7 +340,8 @@ fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i
 /// splitting, pushing and joining each one (see [`FrameReader::take_run`]). `None` when the
 /// first needs more or no id is free.
 fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<BytesMut> {
-    if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
+    let lane = plan(&Facts::of(Opcode::EXECUTE, conn)) == Plan::AsSent && !conn.tracing.enabled();
+    if !reader.may_have_run() || !lane {
         return None;
     }
     let mut st = conn.lock();
@@ -561,6 +570,14 @@ fn classify_text(
                 (None, None) => Decision::pass("undecodable body"),
             };
             decision.record(shape.as_deref());
+            if conn.tracing.enabled() {
+                // What the rewrite made of it, for its span.
+                let outcome = match &decision {
+                    Decision::Execute { .. } => "rewritten",
+                    Decision::PassThrough { reason, .. } => *reason,
+                };
+                conn.lock().traces.rewrite(stream, outcome);
+            }
             // The statements a BATCH names that the client prepared with literals inline.
             let literals = match &body {
                 Some(b) if !is_query => literal_prepare::statements_in(&conn.rewriter, &header, b),
@@ -665,7 +682,9 @@ async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
         Route::Rewritten(r) => send_rewritten(conn, r).await,
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
-            let frame = match routing::route(conn, frame, route, req).await {
+            let outcome = routing::route(conn, frame, route, req).await;
+            traced_routing(conn, stream, &outcome);
+            let frame = match outcome {
                 Ok(()) => return Ok(()),
                 Err((frame, _)) => frame,
             };
@@ -746,6 +765,7 @@ async fn send_rewritten(conn: &Arc<Conn>, r: Rewritten) -> Result<(), End> {
                 literals: r.literals.clone(),
             };
             let outcome = routing::route(conn, r.frame, route, routed).await;
+            traced_routing(conn, r.stream, &outcome);
             if let Some(s) = &shape {
                 s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
             }
@@ -769,4 +789,12 @@ async fn send_rewritten(conn: &Arc<Conn>, r: Rewritten) -> Result<(), End> {
         }),
     };
     conn.send(frame, pending, shape, group, Id::Take).await
+}
+
+/// Where routing sent client stream `stream`'s request, for its span (while tracing is on).
+fn traced_routing(conn: &Conn, stream: i16, outcome: &Result<(), (BytesMut, &'static str)>) {
+    if conn.tracing.enabled() {
+        let to = outcome.as_ref().map(|_| ()).map_err(|(_, why)| *why);
+        conn.lock().traces.routing(stream, to);
+    }
 }

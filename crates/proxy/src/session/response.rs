@@ -130,7 +130,13 @@ async fn on_envelope(
         }
         _ => Box::pin(on_response(env, pending, conn)).await?,
     };
-    if answer.is_some() {
+    if let Some(e) = &answer {
+        if conn.tracing.enabled() {
+            // The request's span, if sampled.
+            let facts = conn.lock().traces.take(e.header().stream.0);
+            let answered = crate::otel::Answer::Envelope(e, conn.wire().compression);
+            (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
+        }
         conn.metrics.responded_at(tag, read_at);
     }
     Ok(answer)
@@ -176,16 +182,25 @@ fn answer_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<B
     if !reader.may_have_run() {
         return None;
     }
+    let traced = conn.tracing.enabled();
     let mut st = conn.lock();
     let mut released = 0u32;
     let run = reader.take_run(|h| {
         let plain = h.stream.0 >= 0
             && (h.opcode == Opcode::RESULT || h.opcode == Opcode::ERROR)
-            && !h.flags.has(Flags::WARNING);
+            && !h.flags.has(Flags::WARNING)
+            // An error's span reads its code: it takes the loop's path.
+            && !(h.opcode == Opcode::ERROR && traced);
         if !plain {
             return None;
         }
         let (stream, tag) = st.streams.release_if(h.stream.0, Pending::plain_client)?;
+        if traced {
+            // The request's span, if sampled.
+            let facts = st.traces.take(stream);
+            let answered = crate::otel::Answer::Header(h);
+            (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
+        }
         conn.metrics.responded_at(tag, read_at);
         released += 1;
         Some(StreamId(stream))

@@ -536,6 +536,13 @@ async fn replica_answer(
         conn.upstream.flush();
         return Ok(());
     }
+    if conn.tracing.enabled() {
+        // The request's span, if sampled (answered by the replica).
+        let facts = conn.lock().traces.take(a.stream);
+        let answered = crate::otel::Answer::Envelope(&env, conn.wire().compression);
+        let now = crate::stamp::Stamp::now();
+        (conn.tracing).answered(facts, &a.tag, now, answered, Some(link.addr));
+    }
     conn.metrics.responded(a.tag);
     let mut env = match a.hash {
         Some(hash) if link.version >= ProtocolVersion::V5 => {

@@ -33,6 +33,9 @@ pub(super) struct State {
     /// prepared statements (by the server, or by the proxy answering a PREPARE: see
     /// [`crate::rewrite::literal_prepare`]).
     pub(super) use_warning_given: bool,
+    /// [otel hook] The requests in flight with what their spans need, by client stream id
+    /// (empty while tracing is off; see `crate::otel::Requests`).
+    pub(super) traces: crate::otel::Requests,
 }
 
 impl State {

@@ -174,6 +174,37 @@ sidecar the kubelet stops the application first and autoprep after it, within th
     - name: AUTOPREP_TLS_RELOAD_INTERVAL_SECONDS
       value: {{ $v.tls.reloadIntervalSeconds | quote }}
     {{- end }}
+    {{- if and $v.logFormat (ne $v.logFormat "text") }}
+    - name: AUTOPREP_LOG_FORMAT
+      value: {{ $v.logFormat | quote }}
+    {{- end }}
+    {{- with $v.tracing }}
+    {{- if .endpoint }}
+    # OpenTelemetry request spans (values: tracing).
+    - name: HOST_IP
+      valueFrom:
+        fieldRef:
+          fieldPath: status.hostIP
+    - name: OTEL_EXPORTER_OTLP_ENDPOINT
+      value: {{ .endpoint | quote }}
+    - name: OTEL_EXPORTER_OTLP_PROTOCOL
+      value: {{ .protocol | quote }}
+    - name: OTEL_TRACES_SAMPLER
+      value: parentbased_traceidratio
+    - name: OTEL_TRACES_SAMPLER_ARG
+      value: {{ .sampleRatio | quote }}
+    - name: AUTOPREP_TRACING_SLOW_MS
+      value: {{ .slowMs | quote }}
+    {{- with .serviceName }}
+    - name: OTEL_SERVICE_NAME
+      value: {{ . | quote }}
+    {{- end }}
+    {{- with .resourceAttributes }}
+    - name: OTEL_RESOURCE_ATTRIBUTES
+      value: {{ . | quote }}
+    {{- end }}
+    {{- end }}
+    {{- end }}
     {{- with $v.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

@@ -1,0 +1,299 @@
+//! OpenTelemetry request spans: one CLIENT span per client request, exported over OTLP to a
+//! collector, sampled, with the statement's text only as its redacted shape.
+//!
+//! # On the data path
+//! Tracing is off unless an endpoint is configured (see [`settings`]); then [`Tracing::enabled`]
+//! is false and every hook in the session is one untaken branch. When it is on:
+//! - at a request, the session notes its [`Facts`] (opcode, consistency, page size, keyspace,
+//!   the client's `traceparent`: see [`crate::trace_context`]) in its connection's
+//!   [`Requests`], keyed by the client's stream id; then what the rewrite and routing made of
+//!   it. A fixed-size value in a map that keeps its capacity: no allocation per request.
+//! - at the answer, where the request's duration is known from the start stamp it already
+//!   carries, [`Tracing::answered`] decides: sampled when the answer is an error, when it took
+//!   at least the slow threshold, or by the head sampler (the client's sampled flag, or the
+//!   ratio on the trace id). Only then is a [`SpanRecord`] (a plain struct) filled and handed
+//!   to the exporter's bounded queue; an unsampled request never has a span object.
+//!
+//! # Off the data path
+//! The exporter ([`export`]) runs on its own thread with its own runtime: it batches records,
+//! turns them into the SDK's span data with the OpenTelemetry database conventions
+//! ([`span`]) and exports them. A full queue drops the span (counted, `/metrics`
+//! `autoprep_trace_spans_total{outcome="dropped"}`); the data path never waits for it.
+
+pub mod export;
+pub mod record;
+pub mod settings;
+pub mod span;
+
+use crate::stamp::Stamp;
+use crate::streams::Tag;
+use crate::trace_context::TraceParent;
+use autoprep_protocol::compression::{plain_body, Compression};
+use autoprep_protocol::envelope::{Envelope, Header, Opcode};
+use autoprep_protocol::message::ResponseBody;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub use record::{Counters, Facts, Requests, SpanCounts, SpanRecord};
+pub use settings::Settings;
+
+/// How a request was answered, as far as the span needs.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer<'a> {
+    /// Only the header was looked at (an answer that is not an error).
+    Header(&'a Header),
+    /// The whole answer, with the connection's compression (an error's code is read from it).
+    Envelope(&'a Envelope, Option<Compression>),
+}
+
+impl Answer<'_> {
+    fn is_error(&self) -> bool {
+        match self {
+            Answer::Header(h) => h.opcode == Opcode::ERROR,
+            Answer::Envelope(e, _) => e.header().opcode == Opcode::ERROR,
+        }
+    }
+
+    /// The error code of an ERROR answer, when its body can be read.
+    fn error_code(&self) -> Option<i32> {
+        let Answer::Envelope(env, compression) = self else {
+            return None;
+        };
+        if env.header().opcode != Opcode::ERROR {
+            return None;
+        }
+        let body = plain_body(env, *compression, usize::MAX)?;
+        let rb = ResponseBody::parse(env.header(), &body).ok()?;
+        let code: [u8; 4] = rb.message.get(..4)?.try_into().ok()?;
+        Some(i32::from_be_bytes(code))
+    }
+}
+
+/// The process's trace export: off, or a sampler and the exporter's queue.
+#[derive(Debug, Default)]
+pub struct Tracing {
+    on: Option<On>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug)]
+struct On {
+    sampler: settings::Sampler,
+    slow_nanos: u64,
+    queue: SyncSender<export::Message>,
+}
+
+/// What the decision at the answer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Drop,
+    /// Sampled, with why and the trace id the span gets.
+    Keep(&'static str, [u8; 16]),
+}
+
+impl Tracing {
+    /// Tracing off: every hook is a branch not taken.
+    pub fn off() -> Tracing {
+        Tracing::default()
+    }
+
+    /// Starts the exporter for `settings` (its thread and runtime).
+    pub fn start(settings: &Settings) -> anyhow::Result<Tracing> {
+        let counters = Arc::new(Counters::default());
+        let queue = export::spawn(settings, counters.clone())?;
+        Ok(Tracing {
+            on: Some(On {
+                sampler: settings.sampler,
+                slow_nanos: settings.slow.map_or(u64::MAX, |d| {
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+                }),
+                queue,
+            }),
+            counters,
+        })
+    }
+
+    /// A tracer that samples like `settings` and queues into `queue` (tests).
+    pub fn with_queue(settings: &Settings, queue: SyncSender<export::Message>) -> Tracing {
+        Tracing {
+            on: Some(On {
+                sampler: settings.sampler,
+                slow_nanos: settings.slow.map_or(u64::MAX, |d| {
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+                }),
+                queue,
+            }),
+            counters: Arc::default(),
+        }
+    }
+
+    /// Whether spans are exported at all.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.on.is_some()
+    }
+
+    /// The exporter's counts.
+    pub fn counts(&self) -> SpanCounts {
+        let c = &self.counters;
+        SpanCounts {
+            exported: c.exported.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether a request answered after `nanos`, with `parent`, as an error or not, is
+    /// traced, and under which trace id (the parent's, else a new one).
+    pub fn decide(&self, parent: Option<&TraceParent>, error: bool, nanos: u64) -> Decision {
+        let Some(on) = &self.on else {
+            return Decision::Drop;
+        };
+        let trace_id = parent.map_or_else(ids::trace_id, |p| p.trace_id);
+        let why = if error {
+            "error"
+        } else if nanos >= on.slow_nanos {
+            "slow"
+        } else {
+            let head = match parent {
+                Some(p) if on.sampler.parent_based => p.sampled(),
+                _ => ids::ratio_keeps(&trace_id, on.sampler.ratio),
+            };
+            if !head {
+                return Decision::Drop;
+            }
+            "head"
+        };
+        Decision::Keep(why, trace_id)
+    }
+
+    /// The hook at a client request's answer: `facts` noted at the request (taken from the
+    /// connection's [`Requests`]), `tag` its stream tag (start stamp, shape, group), `now` when
+    /// the answer was read, `server` the node that answered. Decides, and for a sampled
+    /// request queues its record.
+    pub fn answered(
+        &self,
+        facts: Option<Facts>,
+        tag: &Tag,
+        now: Stamp,
+        answer: Answer<'_>,
+        server: Option<SocketAddr>,
+    ) {
+        let (Some(_), Some(started)) = (&self.on, tag.started) else {
+            return;
+        };
+        let nanos = now.nanos_since(started);
+        let facts = facts.unwrap_or_default();
+        let error = answer.is_error();
+        let Decision::Keep(why, trace_id) = self.decide(facts.parent.as_ref(), error, nanos) else {
+            return;
+        };
+        let end = SystemTime::now();
+        let span_id = ids::span_id();
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            // A log line that carries the span's ids (see `crate::log_json`).
+            let ids = tracing::debug_span!(
+                "request",
+                trace_id = %crate::shapes::hex(&trace_id),
+                span_id = %crate::shapes::hex(&span_id),
+            );
+            ids.in_scope(|| tracing::debug!(sampled_by = why, nanos, "request traced"));
+        }
+        let record = SpanRecord {
+            trace_id,
+            span_id,
+            parent: facts.parent,
+            start: end - Duration::from_nanos(nanos),
+            end,
+            error: error.then(|| answer.error_code()),
+            facts,
+            shape: tag.shape.clone(),
+            group: tag.group,
+            server,
+            sampled_by: why,
+        };
+        self.finish(record);
+    }
+
+    /// Queues a sampled span for export; a full queue drops it (counted).
+    pub fn finish(&self, record: SpanRecord) {
+        let Some(on) = &self.on else { return };
+        match on.queue.try_send(export::Message::Span(Box::new(record))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Exports what is queued and waits for it, at most `wait` (at shutdown).
+    pub fn flush(&self, wait: Duration) {
+        let Some(on) = &self.on else { return };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if on.queue.send(export::Message::Flush(tx)).is_ok() {
+            let _ = rx.recv_timeout(wait);
+        }
+    }
+}
+
+/// Trace and span ids, and the ratio test: a per-thread generator (xorshift64*, seeded from
+/// the standard library's random hasher keys), so that the decision takes no lock.
+mod ids {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(seed());
+    }
+
+    fn seed() -> u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(std::process::id().into());
+        h.finish() | 1
+    }
+
+    fn next() -> u64 {
+        STATE.with(|s| {
+            let mut x = s.get();
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            s.set(x);
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        })
+    }
+
+    /// A random, valid (not all zero) trace id.
+    pub fn trace_id() -> [u8; 16] {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&next().to_be_bytes());
+        id[8..].copy_from_slice(&(next() | 1).to_be_bytes());
+        id
+    }
+
+    /// A random, valid span id.
+    pub fn span_id() -> [u8; 8] {
+        (next() | 1).to_be_bytes()
+    }
+
+    /// The spec's TraceIdRatioBased test: the trace id's last 8 bytes, as a number, below
+    /// `ratio` of their range (as the SDKs compute it: shifted to 63 bits).
+    pub fn ratio_keeps(trace_id: &[u8; 16], ratio: f64) -> bool {
+        if ratio >= 1.0 {
+            return true;
+        }
+        if ratio <= 0.0 {
+            return false;
+        }
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&trace_id[8..]);
+        let x = u64::from_be_bytes(low) >> 1;
+        x < (ratio * (1u64 << 63) as f64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests;

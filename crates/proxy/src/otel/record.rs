@@ -1,0 +1,180 @@
+//! What a traced request carries: its [`Facts`] from request to answer (kept by the
+//! connection in [`Requests`]), and the [`SpanRecord`] the exporter receives for a sampled one.
+
+use crate::control::Group;
+use crate::trace_context::TraceParent;
+use autoprep_protocol::compression::Compression;
+use autoprep_protocol::envelope::{Envelope, Header, Opcode};
+use autoprep_protocol::message::batch::BatchView;
+use autoprep_protocol::message::execute::ExecuteView;
+use autoprep_protocol::message::prepare::PrepareView;
+use autoprep_protocol::message::query::QueryView;
+use autoprep_protocol::message::RequestBody;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What the session knows of a request when it arrives and while it is decided, kept until
+/// its answer (only while tracing is on).
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub opcode: u8,
+    pub consistency: Option<u16>,
+    pub page_size: Option<i32>,
+    /// Children of a BATCH.
+    pub batch_size: Option<u16>,
+    /// The client's parent span, from the custom payload or a SQLCommenter comment.
+    pub parent: Option<TraceParent>,
+    /// The keyspace the statement runs in: named by the request (v5), else the connection's.
+    pub keyspace: Option<Arc<str>>,
+    /// `rewritten`, or why the statement passed through unchanged.
+    pub rewrite: Option<&'static str>,
+    /// `Ok` when sent to a replica of its partition, else why it went home.
+    pub routing: Option<Result<(), &'static str>>,
+}
+
+impl Facts {
+    /// The facts of a client request: its header, and its body when that can be read without
+    /// decompressing it (v5 envelopes are never compressed; a v4 body is read only when the
+    /// connection negotiated no compression). `keyspace` is the connection's.
+    pub fn of(
+        env: &Envelope,
+        compression: Option<Compression>,
+        keyspace: Option<Arc<str>>,
+    ) -> Facts {
+        let header = env.header();
+        let mut f = Facts {
+            opcode: header.opcode.0,
+            keyspace,
+            ..Facts::default()
+        };
+        let plain = header.version >= autoprep_protocol::envelope::ProtocolVersion::V5
+            || compression.is_none()
+            || !header
+                .flags
+                .has(autoprep_protocol::envelope::Flags::COMPRESSION);
+        if plain {
+            f.read_body(header, env.body());
+        }
+        f
+    }
+
+    fn read_body(&mut self, header: &Header, body: &[u8]) {
+        let Ok(rb) = RequestBody::parse(header, body) else {
+            return;
+        };
+        self.parent = rb.custom_payload.and_then(TraceParent::from_payload);
+        let v = header.version;
+        let params = match header.opcode {
+            Opcode::QUERY => QueryView::parse(rb.message, v).ok().map(|q| {
+                if self.parent.is_none() {
+                    self.parent = TraceParent::from_comment(q.query);
+                }
+                q.params
+            }),
+            Opcode::EXECUTE => ExecuteView::parse(rb.message, v).ok().map(|e| e.params),
+            Opcode::BATCH => {
+                if let Ok(b) = BatchView::parse(rb.message, v) {
+                    self.consistency = Some(b.params.consistency);
+                    self.batch_size = Some(b.count);
+                    self.keyspace(b.params.keyspace);
+                }
+                None
+            }
+            Opcode::PREPARE => {
+                if let Ok(p) = PrepareView::parse(rb.message, v) {
+                    if self.parent.is_none() {
+                        self.parent = TraceParent::from_comment(p.query);
+                    }
+                    self.keyspace(p.keyspace);
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(p) = params {
+            self.consistency = Some(p.consistency);
+            self.page_size = p.page_size;
+            self.keyspace(p.keyspace);
+        }
+    }
+
+    /// A keyspace the request names itself (v5) wins over the connection's.
+    fn keyspace(&mut self, named: Option<&str>) {
+        if let Some(k) = named {
+            self.keyspace = Some(Arc::from(k));
+        }
+    }
+}
+
+/// A connection's requests in flight with their [`Facts`], by the client's stream id. Empty
+/// (and unallocated) while tracing is off; a stream id's entry is replaced by its next request.
+#[derive(Debug, Default)]
+pub struct Requests {
+    by_stream: HashMap<i16, Facts>,
+}
+
+impl Requests {
+    /// Notes a request's facts.
+    pub fn note(&mut self, stream: i16, facts: Facts) {
+        self.by_stream.insert(stream, facts);
+    }
+
+    /// Notes what the rewrite made of the request on `stream`.
+    pub fn rewrite(&mut self, stream: i16, outcome: &'static str) {
+        if let Some(f) = self.by_stream.get_mut(&stream) {
+            f.rewrite = Some(outcome);
+        }
+    }
+
+    /// Notes where routing sent the request on `stream`.
+    pub fn routing(&mut self, stream: i16, outcome: Result<(), &'static str>) {
+        if let Some(f) = self.by_stream.get_mut(&stream) {
+            f.routing = Some(outcome);
+        }
+    }
+
+    /// The facts of the request on `stream`, now answered.
+    pub fn take(&mut self, stream: i16) -> Option<Facts> {
+        self.by_stream.remove(&stream)
+    }
+}
+
+/// One sampled request, as the exporter receives it: plain data, attributes are made from it
+/// on the exporter's thread (see [`span`]).
+#[derive(Debug, Clone)]
+pub struct SpanRecord {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent: Option<TraceParent>,
+    pub start: SystemTime,
+    pub end: SystemTime,
+    pub facts: Facts,
+    /// The statement's shape (QUERYs, BATCHes and literal EXECUTEs the rewrite read).
+    pub shape: Option<crate::shapes::ShapeRef>,
+    pub group: Group,
+    /// The code of an ERROR answer; `Some(None)` for an error whose body was not read.
+    pub error: Option<Option<i32>>,
+    /// The node that answered.
+    pub server: Option<SocketAddr>,
+    /// Why it was sampled: `error`, `slow` or `head`.
+    pub sampled_by: &'static str,
+}
+
+/// Span counts for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpanCounts {
+    pub exported: u64,
+    pub dropped: u64,
+    pub failed: u64,
+}
+
+/// The exporter's counters, shared with its thread.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub exported: AtomicU64,
+    pub dropped: AtomicU64,
+    pub failed: AtomicU64,
+}

@@ -1,0 +1,233 @@
+//! The sampling decision, the facts read from requests, and the spans' attributes.
+
+use super::settings::{Protocol, Sampler, Settings};
+use super::*;
+use crate::control::Group;
+use autoprep_protocol::envelope::{Envelope, Flags, ProtocolVersion};
+use autoprep_protocol::message::query::{encode_query, QueryParams};
+use opentelemetry::Value;
+
+const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+fn settings(ratio: f64, parent_based: bool) -> Settings {
+    Settings {
+        endpoint: "http://127.0.0.1:1/v1/traces".into(),
+        protocol: Protocol::HttpProtobuf,
+        sampler: Sampler {
+            parent_based,
+            ratio,
+        },
+        slow: Some(Duration::from_millis(100)),
+    }
+}
+
+fn tracing(
+    ratio: f64,
+    parent_based: bool,
+) -> (Tracing, std::sync::mpsc::Receiver<export::Message>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    (Tracing::with_queue(&settings(ratio, parent_based), tx), rx)
+}
+
+#[test]
+fn off_decides_nothing() {
+    let t = Tracing::off();
+    assert!(!t.enabled());
+    assert_eq!(t.decide(None, true, u64::MAX), Decision::Drop);
+}
+
+#[test]
+fn errors_and_slow_requests_always_sampled() {
+    let (t, _rx) = tracing(0.0, true);
+    let unsampled = TraceParent::parse(TP.replace("-01", "-00").as_bytes()).unwrap();
+    assert_eq!(t.decide(Some(&unsampled), false, 1_000), Decision::Drop);
+    assert!(
+        matches!(t.decide(Some(&unsampled), true, 1_000), Decision::Keep("error", id) if id == unsampled.trace_id)
+    );
+    assert!(matches!(
+        t.decide(None, false, 100_000_000),
+        Decision::Keep("slow", _)
+    ));
+    assert_eq!(t.decide(None, false, 99_999_999), Decision::Drop);
+}
+
+#[test]
+fn head_sampling_follows_the_parent_or_the_ratio() {
+    let sampled = TraceParent::parse(TP.as_bytes()).unwrap();
+    let (parent_based, _rx) = tracing(0.0, true);
+    assert!(matches!(
+        parent_based.decide(Some(&sampled), false, 1),
+        Decision::Keep("head", _)
+    ));
+    let (ratio_only, _rx) = tracing(0.0, false);
+    assert_eq!(ratio_only.decide(Some(&sampled), false, 1), Decision::Drop);
+    // About the ratio asked for, over many new traces.
+    let (one_percent, _rx) = tracing(0.01, true);
+    let kept = (0..100_000)
+        .filter(|_| one_percent.decide(None, false, 1) != Decision::Drop)
+        .count();
+    assert!((700..1300).contains(&kept), "{kept}");
+}
+
+/// A v4 QUERY envelope with `text`, page size 100 at LOCAL_QUORUM, and a custom payload.
+fn query(text: &str, payload: Option<&str>) -> Envelope {
+    let mut body = Vec::new();
+    if let Some(tp) = payload {
+        body.extend(1u16.to_be_bytes());
+        body.extend(11u16.to_be_bytes());
+        body.extend(b"traceparent");
+        body.extend((tp.len() as i32).to_be_bytes());
+        body.extend(tp.as_bytes());
+    }
+    let params = QueryParams {
+        consistency: 0x0006,
+        page_size: Some(100),
+        ..Default::default()
+    };
+    encode_query(ProtocolVersion::V4, text.as_bytes(), &params, &mut body).unwrap();
+    let mut frame = Envelope::request_frame(ProtocolVersion::V4, Opcode::QUERY, &body);
+    if payload.is_some() {
+        frame[1] |= Flags::CUSTOM_PAYLOAD;
+    }
+    let mut buf = frame;
+    let dec = autoprep_protocol::envelope::EnvelopeDecoder::new(
+        autoprep_protocol::envelope::Direction::Request,
+        1 << 20,
+    );
+    dec.decode(&mut buf).unwrap().unwrap()
+}
+
+#[test]
+fn facts_from_the_payload_and_from_a_comment() {
+    let want = TraceParent::parse(TP.as_bytes());
+    let f = Facts::of(
+        &query("SELECT * FROM t WHERE k = 1", Some(TP)),
+        None,
+        Some("ks".into()),
+    );
+    assert_eq!(f.opcode, Opcode::QUERY.0);
+    assert_eq!(f.parent, want);
+    assert_eq!((f.consistency, f.page_size), (Some(6), Some(100)));
+    assert_eq!(f.keyspace.as_deref(), Some("ks"));
+    let commented = format!("SELECT * FROM t WHERE k = 1 /*traceparent='{TP}'*/");
+    assert_eq!(Facts::of(&query(&commented, None), None, None).parent, want);
+    assert_eq!(
+        Facts::of(&query("SELECT 1 FROM t", None), None, None).parent,
+        None
+    );
+}
+
+#[test]
+fn requests_keep_facts_by_client_stream() {
+    let mut r = Requests::default();
+    r.note(7, Facts::default());
+    r.rewrite(7, "rewritten");
+    r.routing(7, Err("single node"));
+    r.rewrite(8, "not noted: ignored");
+    let f = r.take(7).unwrap();
+    assert_eq!(f.rewrite, Some("rewritten"));
+    assert_eq!(f.routing, Some(Err("single node")));
+    assert!(r.take(7).is_none());
+}
+
+fn value<'a>(attrs: &'a [opentelemetry::KeyValue], key: &str) -> Option<&'a Value> {
+    attrs
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
+}
+
+/// A sampled QUERY's span: the conventions' attributes, the shape's redacted text, the
+/// client's parent; no literal anywhere.
+#[test]
+fn a_span_carries_the_redacted_shape_and_the_parent() {
+    let shapes = crate::shapes::Shapes::new(4);
+    let shape = shapes.enter(
+        autoprep_cache::ShapeHash(1),
+        Some("ks"),
+        "SELECT v, 'inline-secret' FROM app.users WHERE k = ?",
+    );
+    let (t, rx) = tracing(1.0, true);
+    let mut facts = Facts::of(&query("SELECT ...", Some(TP)), None, Some("ks".into()));
+    facts.rewrite = Some("rewritten");
+    facts.routing = Some(Ok(()));
+    let tag = Tag {
+        started: Some(Stamp::now()),
+        shape: Some(shape.clone()),
+        group: Group::Rewritten,
+    };
+    let env = query("x", None);
+    let server: SocketAddr = "127.0.0.2:9042".parse().unwrap();
+    t.answered(
+        Some(facts),
+        &tag,
+        Stamp::now(),
+        Answer::Header(env.header()),
+        Some(server),
+    );
+    let Ok(export::Message::Span(r)) = rx.try_recv() else {
+        panic!("no span queued");
+    };
+    assert_eq!(r.parent, TraceParent::parse(TP.as_bytes()));
+    assert_eq!(r.trace_id, r.parent.unwrap().trace_id);
+    let scope = opentelemetry::InstrumentationScope::builder("t").build();
+    let data = span::span_data(&r, &scope);
+    assert_eq!(data.span_kind, opentelemetry::trace::SpanKind::Client);
+    assert_eq!(data.name, "SELECT users");
+    assert_eq!(data.parent_span_id.to_string(), "b7ad6b7169203331");
+    let a = &data.attributes;
+    let s = |k| value(a, k).map(|v| v.as_str().into_owned());
+    assert_eq!(s("db.system.name").as_deref(), Some("cassandra"));
+    assert_eq!(s("db.namespace").as_deref(), Some("app"));
+    assert_eq!(s("db.collection.name").as_deref(), Some("users"));
+    assert_eq!(s("db.operation.name").as_deref(), Some("SELECT"));
+    assert_eq!(
+        s("db.query.text").as_deref(),
+        Some("SELECT v, <literal> FROM app.users WHERE k = ?")
+    );
+    assert_eq!(
+        s("cassandra.consistency.level").as_deref(),
+        Some("local_quorum")
+    );
+    assert_eq!(value(a, "cassandra.page.size"), Some(&Value::I64(100)));
+    assert_eq!(s("server.address").as_deref(), Some("127.0.0.2"));
+    assert_eq!(s("autoprep.rewrite").as_deref(), Some("rewritten"));
+    assert_eq!(s("autoprep.routing").as_deref(), Some("replica"));
+    assert_eq!(s("autoprep.shape.id"), Some(shape.id()));
+    assert_eq!(s("autoprep.control_group").as_deref(), Some("rewritten"));
+    for kv in a {
+        assert!(!kv.value.as_str().contains("inline-secret"), "{kv:?}");
+    }
+}
+
+#[test]
+fn verbs_and_tables_of_shapes() {
+    let t = |s| span::verb_and_table(s);
+    assert_eq!(
+        t("INSERT INTO ks.t (k, v) VALUES (?, ?)"),
+        (Some("INSERT".into()), Some((Some("ks".into()), "t".into())))
+    );
+    assert_eq!(
+        t("UPDATE t SET v = ? WHERE k = ?"),
+        (Some("UPDATE".into()), Some((None, "t".into())))
+    );
+    assert_eq!(
+        t("DELETE v FROM \"T\" WHERE k = ?"),
+        (Some("DELETE".into()), Some((None, "\"T\"".into())))
+    );
+    assert_eq!(t("TRUNCATE t").1, None);
+}
+
+#[test]
+fn a_full_queue_drops_and_counts() {
+    let (t, _rx) = tracing(1.0, true);
+    let tag = Tag {
+        started: Some(Stamp::now()),
+        ..Tag::default()
+    };
+    let env = query("x", None);
+    for _ in 0..6 {
+        t.answered(None, &tag, Stamp::now(), Answer::Header(env.header()), None);
+    }
+    assert_eq!(t.counts().dropped, 2, "a queue of 4");
+}

@@ -1,0 +1,107 @@
+"""autoprep's own CPU per request with request tracing off, at 1 % and at 100 % sampling.
+
+For each setting, a fresh autoprep (AUTOPREP_BIN, a release build for figures worth quoting) in
+front of the node, exporting to a real OpenTelemetry Collector (tests/python/otelcol.py) over
+http/protobuf when tracing is on; a Python client keeps WINDOW requests in flight through it:
+WARMUP requests, then N prepared EXECUTEs and N literal QUERYs (rewritten into EXECUTEs by the
+proxy). autoprep's CPU is utime + stime of /proc/<pid>/stat (every thread, exited ones included)
+read before and after each measured part; the settings alternate over ROUNDS rounds and the
+median of the rounds is reported. Spans are sampled only by the ratio (the slow threshold is off).
+
+  AUTOPREP_BIN=<release binary> AUTOPREP_TEST_UPSTREAM=127.0.0.1:9042 \\
+    .venv/bin/python tests/python/bench_tracing_cost.py [N] [ROUNDS]
+"""
+
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+
+from cassandra.concurrent import execute_concurrent_with_args
+
+import otelcol
+from conftest import _free_port, _split_hostport, make_cluster, run_proxy
+
+WARMUP = 3000
+WINDOW = 64
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def measure(session, pid, statement, args):
+    t0, c0 = time.monotonic(), cpu_seconds(pid)
+    execute_concurrent_with_args(session, statement, args, concurrency=WINDOW,
+                                 raise_on_first_error=True)
+    return cpu_seconds(pid) - c0, time.monotonic() - t0
+
+
+def one(upstream, ks, collector, ratio, n, log_dir):
+    args = ["--admin", f"127.0.0.1:{_free_port()}", "--tracing-slow-ms", "0"]
+    if ratio is not None:
+        args += ["--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", str(ratio)]
+    with run_proxy(upstream, log_dir, *args) as proxy:
+        cluster = make_cluster(proxy.host, proxy.port, 4, None)
+        try:
+            s = cluster.connect(ks)
+            prepared = s.prepare("SELECT v FROM t WHERE k = ?")
+            keys = [(random.randrange(1000),) for _ in range(n)]
+            execute_concurrent_with_args(s, prepared, keys[:WARMUP], concurrency=WINDOW)
+            execute_cpu, execute_s = measure(s, proxy.proc.pid, prepared, keys)
+            # Literal QUERYs: one shape, prepared by the proxy after its first sightings.
+            query = "SELECT v FROM t WHERE k = %s"
+            execute_concurrent_with_args(s, query, keys[:WARMUP], concurrency=WINDOW)
+            query_cpu, query_s = measure(s, proxy.proc.pid, query, keys)
+        finally:
+            cluster.shutdown()
+        time.sleep(1.5)  # the exporter's last batch
+        with urllib.request.urlopen(f"http://{args[1]}/metrics", timeout=10) as r:
+            spans = [l for l in r.read().decode().splitlines()
+                     if l.startswith("autoprep_trace_spans_total")]
+    return {"execute_us": execute_cpu / n * 1e6, "query_us": query_cpu / n * 1e6,
+            "execute_rate": n / execute_s, "query_rate": n / query_s, "spans": spans}
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30000
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    upstream = _split_hostport(os.environ.get("AUTOPREP_TEST_UPSTREAM", "127.0.0.1:9042"))
+    ks = f"autoprep_cost_{random.randrange(1 << 30):x}"
+    setup = make_cluster(upstream[0], upstream[1], 4, None)
+    s = setup.connect()
+    s.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+              "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    s.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)")
+    for k in range(1000):
+        s.execute(f"INSERT INTO {ks}.t (k, v) VALUES (%s, %s)", (k, "v" * 20))
+    settings = [("off", None), ("1%", 0.01), ("100%", 1.0)]
+    results = {name: [] for name, _ in settings}
+    try:
+        with tempfile.TemporaryDirectory() as d, otelcol.running(d) as collector:
+            for r in range(rounds):
+                for name, ratio in settings:
+                    res = one(upstream, ks, collector, ratio, n, d)
+                    results[name].append(res)
+                    print(f"round {r} {name:>4}: EXECUTE {res['execute_us']:.1f} us CPU "
+                          f"({res['execute_rate']:.0f}/s), QUERY {res['query_us']:.1f} us "
+                          f"({res['query_rate']:.0f}/s); {' '.join(res['spans'])}", flush=True)
+    finally:
+        s.execute(f"DROP KEYSPACE {ks}")
+        setup.shutdown()
+    base = {k: statistics.median(r[k] for r in results["off"]) for k in ("execute_us", "query_us")}
+    for name, _ in settings:
+        line = []
+        for k in ("execute_us", "query_us"):
+            med = statistics.median(r[k] for r in results[name])
+            line.append(f"{k.split('_')[0].upper()} {med:.1f} us ({(med / base[k] - 1) * 100:+.1f} %)")
+        print(f"median of {rounds} rounds, {name:>4}: " + ", ".join(line))
+
+
+if __name__ == "__main__":
+    main()
