@@ -9,7 +9,7 @@
 //! character literals and lifetimes are skipped, so that a brace inside them does not count. A
 //! function nested in another counts on its own as well as inside the outer one.
 //!
-//! `cargo test -p autoprep-tests --test function_length -- --include-ignored --nocapture`
+//! `cargo test -p autoprep-tests --test function_length -- --nocapture`
 //! prints the longest functions of both.
 
 use std::path::{Path, PathBuf};
@@ -381,7 +381,6 @@ fn check(dir: &str, long: usize, allowed: usize, limit: usize) {
 }
 
 #[test]
-#[ignore = "enabled once the session split lands (issue 28)"]
 fn proxy_functions_are_short() {
     check("crates/proxy/src", 120, 2, 200);
 }
