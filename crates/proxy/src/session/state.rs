@@ -11,8 +11,8 @@ use crate::streams::StreamTable;
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) streams: StreamTable<Pending>,
-    /// Senders waiting for a free upstream stream id (see `send::allocate_in`): only then does
-    /// a response's release signal `Shared::freed`.
+    /// Senders waiting for a free upstream stream id (see `Conn::send`): only then does a
+    /// response's release signal `Conn::freed`.
     pub(super) id_waiters: u32,
     /// STARTUP asked for LZ4 (used for v5 segment compression).
     pub(super) lz4_requested: bool,
