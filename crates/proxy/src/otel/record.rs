@@ -140,6 +140,14 @@ impl Requests {
     pub fn take(&mut self, stream: i16) -> Option<Facts> {
         self.by_stream.remove(&stream)
     }
+
+    /// [`Requests::take`] for an answer from a replica: routed there, even when the answer
+    /// came before the sender noted it.
+    pub fn take_routed(&mut self, stream: i16) -> Option<Facts> {
+        let mut f = self.take(stream)?;
+        f.routing = Some(Ok(()));
+        Some(f)
+    }
 }
 
 /// One sampled request, as the exporter receives it: plain data, attributes are made from it

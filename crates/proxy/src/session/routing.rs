@@ -522,7 +522,7 @@ async fn read(ctx: Arc<Context>, shared: Arc<Shared>, o: replica::Opened) {
                     }
                     // [otel hook] The request's span, if sampled (answered by the replica).
                     if ctx.tracing.enabled() {
-                        let facts = shared.lock().traces.take(stream);
+                        let facts = shared.lock().traces.take_routed(stream);
                         let answer = crate::otel::Answer::Envelope(&env, compression);
                         let now = crate::stamp::Stamp::now();
                         ctx.tracing
