@@ -316,8 +316,6 @@ struct Interest {
     /// CQL text to look at (QUERY, PREPARE, a BATCH to rewrite) or an EXECUTE that may read
     /// the topology.
     text: bool,
-    /// [otel hook] Tracing is on: every request is classified (its facts noted).
-    traced: bool,
 }
 
 impl Interest {
@@ -332,13 +330,12 @@ impl Interest {
                 || opcode == Opcode::PREPARE
                 || is_execute && ctx.topology.has_prepared()
                 || rewrite && is_batch,
-            traced: ctx.tracing.enabled(),
         }
     }
 
     /// Read for nothing: home as sent.
     fn none(&self) -> bool {
-        !(self.literal_execute || self.route_client || self.text || self.traced)
+        !(self.literal_execute || self.route_client || self.text)
     }
 }
 
@@ -357,7 +354,8 @@ fn plain_execute(
     if header.opcode != Opcode::EXECUTE || !Interest::of(header.opcode, ctx, shared).none() {
         return Err(env);
     }
-    match plain_execute_id(&mut shared.lock(), header, read_at) {
+    let traced = ctx.tracing.enabled(); // [otel hook]
+    match plain_execute_id(&mut shared.lock(), header, read_at, traced) {
         Some(up) => {
             ctx.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
@@ -368,14 +366,30 @@ fn plain_execute(
 
 /// The upstream id a plain EXECUTE (with `header`, once [`Interest`] found it read for
 /// nothing) takes now; `None` for another request, or when every id is in flight.
-fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i16> {
+fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp, traced: bool) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
     }
+    // [otel hook] While tracing, a request with a custom payload (a client's traceparent) is
+    // classified: its body is read.
+    if traced
+        && header
+            .flags
+            .has(autoprep_protocol::envelope::Flags::CUSTOM_PAYLOAD)
+    {
+        return None;
+    }
     let pending = Pending::client(header.stream.0);
-    st.streams
+    let up = st
+        .streams
         .allocate_at(pending, None, Group::Other, read_at)
-        .ok()
+        .ok()?;
+    // [otel hook] Its facts for its span: the opcode and the connection's keyspace only.
+    if traced {
+        let facts = crate::otel::Facts::of_header(header, st.keyspace.clone());
+        st.traces.note(header.stream.0, facts);
+    }
+    Some(up)
 }
 
 /// The plain EXECUTEs (see [`plain_execute`]) at the front of what was read, each under the
@@ -391,10 +405,11 @@ fn plain_run(
     if !reader.may_have_run() || !Interest::of(Opcode::EXECUTE, ctx, shared).none() {
         return None;
     }
+    let traced = ctx.tracing.enabled(); // [otel hook]
     let mut st = shared.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at)?;
+        let up = plain_execute_id(&mut st, h, read_at, traced)?;
         n += 1;
         Some(StreamId(up))
     });
