@@ -18,6 +18,7 @@ fn settings(ratio: f64, parent_based: bool) -> Settings {
             ratio,
         },
         slow: Some(Duration::from_millis(100)),
+        batch_delay: Duration::from_millis(100),
     }
 }
 
