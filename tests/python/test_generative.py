@@ -483,7 +483,11 @@ def collector(tmp_path_factory):
     why = otelcol.build()
     if why:
         pytest.fail(f"the OpenTelemetry Collector could not be built:\n{why}")
-    with otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
+    with pytest.MonkeyPatch.context() as mp, \
+            otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
+        # The proxies batch their spans every 200 ms (default 5 s): the last batch is out
+        # before they stop.
+        mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
         yield c
 
 

@@ -138,6 +138,8 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
                                                      monkeypatch):
     # The line each traced request logs (with its trace and span ids) is at debug.
     monkeypatch.setenv("AUTOPREP_TEST_LOG", "info,autoprep::otel=debug")
+    # Batches every 200 ms rather than the default 5 s: the test reads them back.
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
     endpoint = collector.grpc_url if protocol == "grpc" else collector.http_url
     admin = f"127.0.0.1:{_free_port()}"
     runs = []

@@ -1,6 +1,7 @@
 //! The exporter: its own thread with a current-thread Tokio runtime, fed by a bounded queue
 //! (`std::sync::mpsc::sync_channel`, a preallocated ring: queuing a span allocates nothing on
-//! the data path). It collects up to [`BATCH`] spans or waits [`DELAY`], turns them into span
+//! the data path). It collects up to [`BATCH`] spans or waits the batch delay
+//! (`OTEL_BSP_SCHEDULE_DELAY`, 5 s by default), turns them into span
 //! data ([`super::span`]) and exports them with `opentelemetry-otlp`'s exporter over gRPC
 //! (tonic) or HTTP/protobuf (hyper), with the resource the SDK's detectors read
 //! (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`; `service.name` defaults to `autoprep`).
@@ -23,8 +24,6 @@ use std::time::{Duration, Instant};
 pub const QUEUE: usize = 2048;
 /// Spans per export (the SDK's default `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`).
 pub const BATCH: usize = 512;
-/// The longest a span waits for its batch.
-pub const DELAY: Duration = Duration::from_secs(1);
 /// The longest one export may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -46,9 +45,10 @@ pub fn spawn(settings: &Settings, counters: Arc<Counters>) -> anyhow::Result<Syn
         build(settings)?
     };
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let delay = settings.batch_delay;
     std::thread::Builder::new()
         .name("autoprep-otel".into())
-        .spawn(move || run(rt, exporter, rx, &counters))?;
+        .spawn(move || run(rt, exporter, rx, &counters, delay))?;
     Ok(tx)
 }
 
@@ -89,13 +89,14 @@ fn run(
     exporter: opentelemetry_otlp::SpanExporter,
     rx: Receiver<Message>,
     counters: &Counters,
+    delay: Duration,
 ) {
     let scope = InstrumentationScope::builder("autoprep")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
     let mut batch: Vec<Box<SpanRecord>> = Vec::with_capacity(BATCH);
     let mut waiters: Vec<SyncSender<()>> = Vec::new();
-    let mut due = Instant::now() + DELAY;
+    let mut due = Instant::now() + delay;
     loop {
         let wait = due.saturating_duration_since(Instant::now());
         let closed = match rx.recv_timeout(wait) {
@@ -132,7 +133,7 @@ fn run(
             for w in waiters.drain(..) {
                 let _ = w.send(());
             }
-            due = Instant::now() + DELAY;
+            due = Instant::now() + delay;
         }
         if closed {
             return;

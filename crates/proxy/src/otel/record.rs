@@ -11,6 +11,7 @@ use autoprep_protocol::message::prepare::PrepareView;
 use autoprep_protocol::message::query::QueryView;
 use autoprep_protocol::message::RequestBody;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -59,6 +60,16 @@ impl Facts {
             f.read_body(header, env.body());
         }
         f
+    }
+
+    /// The facts of a request whose body is not read (a plain EXECUTE without a custom
+    /// payload, sent on the fast path): its opcode and the connection's keyspace.
+    pub fn of_header(header: &Header, keyspace: Option<Arc<str>>) -> Facts {
+        Facts {
+            opcode: header.opcode.0,
+            keyspace,
+            ..Facts::default()
+        }
     }
 
     fn read_body(&mut self, header: &Header, body: &[u8]) {
@@ -113,7 +124,26 @@ impl Facts {
 /// (and unallocated) while tracing is off; a stream id's entry is replaced by its next request.
 #[derive(Debug, Default)]
 pub struct Requests {
-    by_stream: HashMap<i16, Facts>,
+    by_stream: HashMap<i16, Facts, BuildHasherDefault<StreamHasher>>,
+}
+
+/// Hashes a stream id by one multiplication (Fibonacci hashing): the map's keys are small
+/// integers the client chose, not an attacker's strings worth SipHash.
+#[derive(Debug, Default)]
+pub struct StreamHasher(u64);
+
+impl Hasher for StreamHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_i16(&mut self, i: i16) {
+        self.0 = u64::from(i as u16).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 impl Requests {
@@ -139,6 +169,14 @@ impl Requests {
     /// The facts of the request on `stream`, now answered.
     pub fn take(&mut self, stream: i16) -> Option<Facts> {
         self.by_stream.remove(&stream)
+    }
+
+    /// [`Requests::take`] for an answer from a replica: routed there, even when the answer
+    /// came before the sender noted it.
+    pub fn take_routed(&mut self, stream: i16) -> Option<Facts> {
+        let mut f = self.take(stream)?;
+        f.routing = Some(Ok(()));
+        Some(f)
     }
 }
 

@@ -4,7 +4,9 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (setting it turns tracing on), `OTEL_EXPORTER_OTLP_PROTOCOL`
 //! (`grpc` or `http/protobuf`), `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`;
 //! `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` are read by the SDK's resource detectors
-//! (see [`super::export`]). `OTEL_SDK_DISABLED=true` turns tracing off whatever else is set.
+//! (see [`super::export`]). `OTEL_SDK_DISABLED=true` turns tracing off whatever else is set;
+//! `OTEL_BSP_SCHEDULE_DELAY` (milliseconds, default 5000) is how long a span may wait for its
+//! batch.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -89,7 +91,13 @@ pub struct Settings {
     pub sampler: Sampler,
     /// Requests at least this slow are always traced (`None`: none by their time).
     pub slow: Option<Duration>,
+    /// The longest a span waits for its batch (`OTEL_BSP_SCHEDULE_DELAY`): each export costs
+    /// the exporter a request to the collector whatever its size.
+    pub batch_delay: Duration,
 }
+
+/// The spec's default `OTEL_BSP_SCHEDULE_DELAY`.
+pub const BATCH_DELAY: Duration = Duration::from_secs(5);
 
 /// An endpoint autoprep can export to: `http://HOST[:PORT][/PATH]`. TLS toward the collector
 /// is not built in (a collector agent beside the sidecar is the usual shape).
@@ -171,10 +179,17 @@ impl Settings {
             }
             _ => base,
         };
+        let batch_delay = match var("OTEL_BSP_SCHEDULE_DELAY") {
+            Some(ms) => Duration::from_millis(ms.trim().parse().map_err(|_| {
+                format!("OTEL_BSP_SCHEDULE_DELAY: expected milliseconds, got {ms:?}")
+            })?),
+            None => BATCH_DELAY,
+        };
         Ok(Some(Settings {
             endpoint,
             protocol,
             sampler,
+            batch_delay,
             slow: (cfg.tracing_slow_ms > 0).then(|| Duration::from_millis(cfg.tracing_slow_ms)),
         }))
     }
@@ -215,6 +230,7 @@ mod tests {
         assert_eq!(on.protocol, Protocol::HttpProtobuf);
         assert_eq!(on.sampler, Sampler::default());
         assert_eq!(on.slow, Some(Duration::from_millis(100)));
+        assert_eq!(on.batch_delay, BATCH_DELAY);
         let disabled = resolve(
             &defaults(),
             &[
@@ -240,6 +256,7 @@ mod tests {
                 ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
                 ("OTEL_TRACES_SAMPLER", "traceidratio"),
                 ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+                ("OTEL_BSP_SCHEDULE_DELAY", "200"),
             ],
         )
         .unwrap()
@@ -254,6 +271,7 @@ mod tests {
             }
         );
         assert_eq!(s.slow, None);
+        assert_eq!(s.batch_delay, Duration::from_millis(200));
     }
 
     #[test]

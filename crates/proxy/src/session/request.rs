@@ -25,7 +25,9 @@ use crate::stamp::Stamp;
 use crate::topology;
 use crate::wire::FrameReader;
 use autoprep_protocol::compression::Compression;
-use autoprep_protocol::envelope::{Direction, Envelope, Header, Opcode, ProtocolVersion, StreamId};
+use autoprep_protocol::envelope::{
+    Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
+};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
@@ -310,11 +312,11 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
 #[allow(clippy::result_large_err)]
 fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), Envelope> {
     let header = env.header();
-    // While tracing is on, every request is classified (its span's facts noted there).
-    if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent || conn.tracing.enabled() {
+    if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
-    match plain_execute_id(&mut conn.lock(), header, read_at) {
+    let traced = conn.tracing.enabled();
+    match plain_execute_id(&mut conn.lock(), header, read_at, traced) {
         Some(up) => {
             conn.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
@@ -325,14 +327,26 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
 
 /// The upstream id a plain EXECUTE (with `header`, once [`plan`] found it read for nothing)
 /// takes now; `None` for another request, or when every id is in flight.
-fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i16> {
+fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp, traced: bool) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
     }
+    // While tracing, a request with a custom payload (a client's traceparent) is classified:
+    // its body is read.
+    if traced && header.flags.has(Flags::CUSTOM_PAYLOAD) {
+        return None;
+    }
     let pending = Pending::client(header.stream.0);
-    st.streams
+    let up = st
+        .streams
         .allocate_at(pending, None, Group::Other, read_at)
-        .ok()
+        .ok()?;
+    if traced {
+        // Its facts for its span: the opcode and the connection's keyspace only.
+        let facts = crate::otel::Facts::of_header(header, st.keyspace.clone());
+        st.traces.note(header.stream.0, facts);
+    }
+    Some(up)
 }
 
 /// The plain EXECUTEs (see [`plain_execute`]) at the front of what was read, each under the
@@ -340,14 +354,14 @@ fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp) -> Option<i
 /// splitting, pushing and joining each one (see [`FrameReader::take_run`]). `None` when the
 /// first needs more or no id is free.
 fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<BytesMut> {
-    let lane = plan(&Facts::of(Opcode::EXECUTE, conn)) == Plan::AsSent && !conn.tracing.enabled();
-    if !reader.may_have_run() || !lane {
+    if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
         return None;
     }
+    let traced = conn.tracing.enabled();
     let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at)?;
+        let up = plain_execute_id(&mut st, h, read_at, traced)?;
         n += 1;
         Some(StreamId(up))
     });

@@ -538,7 +538,7 @@ async fn replica_answer(
     }
     if conn.tracing.enabled() {
         // The request's span, if sampled (answered by the replica).
-        let facts = conn.lock().traces.take(a.stream);
+        let facts = conn.lock().traces.take_routed(a.stream);
         let answered = crate::otel::Answer::Envelope(&env, conn.wire().compression);
         let now = crate::stamp::Stamp::now();
         (conn.tracing).answered(facts, &a.tag, now, answered, Some(link.addr));
