@@ -115,8 +115,9 @@ run_args() {
 stats() {
     local log="$1" execs cov ft
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
-    cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
-    ft="$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
+    # Status lines only (`#N ... cov: C ft: F ...`): a crash report may print "left: [..".
+    cov="$(grep '^#[0-9]' "$log" | grep -o ' cov: [0-9][0-9]*' | tail -1 | cut -d' ' -f3)"
+    ft="$(grep '^#[0-9]' "$log" | grep -o ' ft: [0-9][0-9]*' | tail -1 | cut -d' ' -f3)"
     echo "${execs:-?} ${cov:-?} ${ft:-?}"
 }
 

@@ -5,8 +5,9 @@
 //! Checked:
 //! - decoding never panics, and decoding the bytes fed in arbitrary pieces gives what
 //!   decoding them at once gives (the same envelopes, then the same error or wait);
-//! - envelopes packed by `SegmentEncoder` (some larger than a segment) decode back byte for
-//!   byte, plain and LZ4;
+//! - envelopes packed by `SegmentEncoder` decode back byte for byte, plain and LZ4. (Envelopes
+//!   larger than a segment are left to segment.rs's own tests: compressing 128 KiB per run
+//!   cost this target three quarters of its executions.)
 //! - a v4 body compressed with LZ4 or Snappy decompresses to itself, and decompressing the
 //!   fuzzer's bytes never panics.
 #![no_main]
@@ -32,9 +33,6 @@ struct Input<'a> {
     /// Where the decoder is fed the next piece (lengths, cycled).
     cuts: Vec<u8>,
     envelopes: Vec<Env<'a>>,
-    /// One envelope larger than a segment, of `big / 64` bytes beyond the limit, when
-    /// `big % 64 == 1` (rarely: it costs a 128 KiB envelope).
-    big: u16,
     body: &'a [u8],
 }
 
@@ -150,24 +148,6 @@ fuzz_target!(|input: Input<'_>| {
     let mut envelopes = Vec::new();
     for e in &input.envelopes {
         envelopes.push(envelope(e, dir));
-    }
-    if input.big % 64 == 1 {
-        let len = MAX_PAYLOAD + usize::from(input.big / 64);
-        if !input.body.is_empty() {
-            // `repeat` copies in doublings: a byte-by-byte fill would dominate the run.
-            let mut fill = input.body.repeat(len / input.body.len() + 1);
-            fill.truncate(len);
-            envelopes.push(envelope(
-                &Env {
-                    v5: true,
-                    flags: 0,
-                    stream: 1,
-                    opcode: Opcode::RESULT.0,
-                    body: &fill,
-                },
-                dir,
-            ));
-        }
     }
     let mut enc = SegmentEncoder::new(input.lz4);
     let mut out = BytesMut::new();

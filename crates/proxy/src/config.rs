@@ -286,7 +286,7 @@ impl Config {
         );
         check(
             "log",
-            tracing_subscriber::EnvFilter::try_new(&self.log)
+            crate::log_filter::env_filter(&self.log)
                 .map(drop)
                 .map_err(|e| format!("not a log filter ({e}), got {:?}", self.log)),
         );

@@ -7,7 +7,7 @@
 use anyhow::Context as _;
 use autoprep::config::{self, LoadError, Loaded, EX_USAGE};
 use autoprep::lifecycle::{self, Outcome, Signals};
-use autoprep::log_filter::LogFilter;
+use autoprep::log_filter::{self, LogFilter};
 use autoprep::reload::{Hangups, Reloader};
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // Kept for a configuration reload (SIGHUP), which reads the file again under the same
@@ -97,8 +96,9 @@ fn run(
     let cfg = loaded.config;
     // The filter was checked with the rest of the configuration. It sits in a reload layer so
     // that `PUT /log` and a reloaded `log` option can replace it.
-    let (filter, handle) =
-        tracing_subscriber::reload::Layer::new(EnvFilter::try_new(&cfg.log).context("log filter")?);
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(
+        log_filter::env_filter(&cfg.log).context("log filter")?,
+    );
     // Text, or one JSON object per line (`log_format`; see `autoprep::log_json`).
     let json = (cfg.log_format == "json").then(|| {
         autoprep::log_json::JsonLayer::new(|| {
