@@ -175,6 +175,7 @@ class ProxyProcess:
         self.run_dir, self.extra, self.log = Path(run_dir), list(extra), log
         self.proc = None
         self.starts = {}        # pid -> time started
+        self.serving = {}       # pid -> time it became the only process (its clients on it)
         self.exits = []         # [{pid, code, drained_in}] of the processes that ended
         self.generation = 0
         self._old = []
@@ -187,7 +188,16 @@ class ProxyProcess:
                if not k.startswith(("AUTOPREP_CLUSTER_", "AUTOPREP_CACHE_DIR"))}
         env.update(NO_COLOR="1", RUST_BACKTRACE="1")
         self.admin = f"{self.admin_host}:{self.admin_port + self.generation - 1}"
-        for _ in range(100):   # the old listener may take a moment to close: bounded retries
+        # A draining process closes its listener at SIGTERM: until then a connection would
+        # reach it, and the new process would be taken for ready (bounded wait).
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, int(port)), timeout=0.5).close()
+                time.sleep(0.02)
+            except OSError:
+                break
+        for _ in range(100):   # bounded retries
             proc = subprocess.Popen(
                 [str(self.binary), "--listen", self.listen, "--upstream", self.upstream,
                  "--admin", self.admin, *self.extra], stdout=logf, stderr=subprocess.STDOUT,
@@ -196,8 +206,13 @@ class ProxyProcess:
             while time.monotonic() < deadline and proc.poll() is None:
                 try:
                     socket.create_connection((host, int(port)), timeout=0.5).close()
+                    time.sleep(0.2)
+                    if proc.poll() is not None:
+                        break
                     self.proc = proc
                     self.starts[proc.pid] = time.time()
+                    if self.generation == 1:
+                        self.serving[proc.pid] = time.time()
                     logf.close()
                     return proc
                 except OSError:
@@ -229,7 +244,7 @@ class ProxyProcess:
         self.save_metrics()
         old, t0 = self.proc, time.time()
         old.send_signal(signal.SIGTERM)
-        self._spawn()
+        new = self._spawn()
         self.log(f"autoprep {old.pid} draining, {self.proc.pid} serving "
                  f"({time.time() - t0:.2f} s to listen)")
 
@@ -241,6 +256,9 @@ class ProxyProcess:
                 code = old.wait()
             self.exits.append({"pid": old.pid, "code": code,
                                "drained_in": round(time.time() - t0, 1)})
+            # The old process closed its client connections at the end of its grace period:
+            # only now do the clients reconnect to the new one.
+            self.serving[new.pid] = time.time()
         th = threading.Thread(target=reap, daemon=True)
         th.start()
         self._old.append(th)

@@ -333,9 +333,9 @@ def run(args):
         result["drift"] = {
             "definition": drift_mod.__doc__.split("Drift, precisely (drift()):")[1].strip(),
             "window_seconds": window, "settle_seconds": args.settle,
-            "steady": drift_mod.drift(sampler.samples, t_start, t_end, proxy.starts, window,
+            "steady": drift_mod.drift(sampler.samples, t_start, t_end, proxy.serving, window,
                                       args.settle, steady_only=True),
-            "all_samples": drift_mod.drift(sampler.samples, t_start, t_end, proxy.starts,
+            "all_samples": drift_mod.drift(sampler.samples, t_start, t_end, proxy.serving,
                                            window, args.settle, steady_only=False),
         }
         result["samples"] = len(sampler.samples)
@@ -343,6 +343,10 @@ def run(args):
             for s in sampler.samples:
                 f.write(json.dumps({**s, "t": round(s["t"] - t_start, 1)}) + "\n")
         result["autoprep_exits"] = proxy.exits
+        result["autoprep_processes"] = [
+            {"pid": pid, "started_s": round(t - t_start, 1),
+             "serving_alone_s": round(proxy.serving[pid] - t_start, 1)
+             if pid in proxy.serving else None} for pid, t in proxy.starts.items()]
         logs = sorted(run_dir.glob("autoprep-*.log"))
         text = "".join(p.read_text(errors="replace") for p in logs)
         result["autoprep_log"] = {

@@ -92,3 +92,16 @@ def test_classify():
         "a": OverloadedErrorMessage(0x1001, "m", None), "b": ConnectionShutdown("x")})) == \
         "NoHostAvailable[ConnectionShutdown; Overloaded 0x1001]"
     assert errors.extra_classes({"a": 1, "b": 1}, {"a": 2}) == ["b"]
+
+
+def test_drift_compares_like_with_like():
+    # RSS follows the connection count (40 or 30 connections), not time: no drift at an equal
+    # count; the modal count (40) is the one compared.
+    samples = [{"t": t, "pid": 1, "conns": 40 if (t // 50) % 3 else 30,
+                "rss_kib": 1000 if (t // 50) % 3 else 900, "fds": 50, "steady": True}
+               for t in range(0, 600, 2)]
+    d = drift.drift(samples, 0, 600, {1: 0}, window=30, settle=0)["rss_kib"]
+    assert d["drift"] == 0.0 and d["segments"][0]["conns"] == 40
+    assert d["segments"][0]["windows"] >= 10
+    leak = [{**s, "rss_kib": s["rss_kib"] + s["t"] // 6} for s in samples]
+    assert drift.drift(leak, 0, 600, {1: 0}, window=30, settle=0)["rss_kib"]["drift"] > 0.05
