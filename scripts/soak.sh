@@ -31,7 +31,8 @@
 #   soak: N writes acknowledged, 0 lost through autoprep (direct: ...); error classes ...
 #
 # The cluster is tests/soak/cluster-env.sh's (127.0.0.71-73, one datacenter, node directories
-# under AUTOPREP_CACHE_DIR [/work/cache-soak]); autoprep listens on 127.0.0.70:9043 (admin :9100).
+# under AUTOPREP_CACHE_DIR [/work/cache-soak]); autoprep listens on 127.0.0.70:9043 (admin :9100,
+# :9101 after its restart).
 # Environment: AUTOPREP_BIN [<target>/release/autoprep, built when missing], the cluster's
 # AUTOPREP_CLUSTER_* and AUTOPREP_CACHE_DIR (see tests/soak/cluster-env.sh), SOAK_ARGS (more
 # arguments for `soak.py run`, e.g. "--rate 4").
