@@ -6,8 +6,8 @@
 #
 #   scripts/soak.sh [--minutes N] [--keep-cluster] [--out DIR]
 #
-#   --minutes N      minutes of each side [30]; the whole run takes about 2N + 4 minutes
-#                    (cluster start, read-backs). 5 is the documented quick check.
+#   --minutes N      minutes of each side [30]; the whole run takes about 2N + 1 minutes
+#                    (+1 to start the cluster). 5 is the documented quick check.
 #   --keep-cluster   leave the cluster running at the end (it is stopped otherwise if this
 #                    script started it; a cluster that was already running is left running)
 #   --out DIR        where the runs go [<repo>/.cache/soak/<date>-<time>]: per side the ledger
