@@ -14,7 +14,7 @@
 #
 # The cluster is tests/soak/cluster-env.sh's (127.0.0.71-73, audit log of PREPAREs on); the
 # sidecars listen on 127.0.0.69:9200+i (admin 9400+i, 9600+i after the restart).
-# About 10 minutes with 50 sidecars (7 of them the roll, 5 s of drain grace each).
+# About 9 minutes with 50 sidecars (4 of them the roll: 5 s of drain grace each).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

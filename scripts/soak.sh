@@ -6,8 +6,8 @@
 #
 #   scripts/soak.sh [--minutes N] [--keep-cluster] [--out DIR]
 #
-#   --minutes N      minutes of each side [30]; the whole run takes about 2N + 4 minutes
-#                    (cluster start, read-backs). 5 is the documented quick check.
+#   --minutes N      minutes of each side [30]; the whole run takes about 2N + 1 minutes
+#                    (+1 to start the cluster). 5 is the documented quick check.
 #   --keep-cluster   leave the cluster running at the end (it is stopped otherwise if this
 #                    script started it; a cluster that was already running is left running)
 #   --out DIR        where the runs go [<repo>/.cache/soak/<date>-<time>]: per side the ledger
@@ -31,7 +31,8 @@
 #   soak: N writes acknowledged, 0 lost through autoprep (direct: ...); error classes ...
 #
 # The cluster is tests/soak/cluster-env.sh's (127.0.0.71-73, one datacenter, node directories
-# under AUTOPREP_CACHE_DIR [/work/cache-soak]); autoprep listens on 127.0.0.70:9043 (admin :9100).
+# under AUTOPREP_CACHE_DIR [/work/cache-soak]); autoprep listens on 127.0.0.70:9043 (admin :9100,
+# :9101 after its restart).
 # Environment: AUTOPREP_BIN [<target>/release/autoprep, built when missing], the cluster's
 # AUTOPREP_CLUSTER_* and AUTOPREP_CACHE_DIR (see tests/soak/cluster-env.sh), SOAK_ARGS (more
 # arguments for `soak.py run`, e.g. "--rate 4").

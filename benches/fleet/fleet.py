@@ -479,10 +479,18 @@ def analyse(args, sidecars, sampler, marks, cache, recs, recs_d, prepares, prepa
     for r in own:
         if r[3] is not None:
             own_err[r[3]] = own_err.get(r[3], 0) + 1
-    # Cache growth.
+    # Cache growth: statements added = the count's growth + the evictions in between (a cache
+    # at its bound evicts as it adds).
     def grow(a, b):
-        return {n: round(cache[b][n].get("prepared_statements_count", 0)
-                         - cache[a][n].get("prepared_statements_count", 0)) for n in addrs}
+        out = {}
+        for n in addrs:
+            d_count = cache[b][n].get("prepared_statements_count", 0) \
+                - cache[a][n].get("prepared_statements_count", 0)
+            d_evicted = cache[b][n].get("prepared_statements_evicted", 0) \
+                - cache[a][n].get("prepared_statements_evicted", 0)
+            out[n] = {"count": round(d_count), "evicted": round(d_evicted),
+                      "added": round(d_count + d_evicted)}
+        return out
     result = {
         "date": datetime.date.today().isoformat(),
         "sidecars": args.sidecars, "rate_per_client": args.rate,

@@ -436,7 +436,7 @@ class Worker:
 
 
 def prepare_all(session):
-    from cassandra.query import PreparedStatement  # noqa: F401 - the type returned
+    """The client-prepared statements, prepared once per process."""
     stmts = {
         "kv_insert": "INSERT INTO kv (k, v, n) VALUES (?, ?, ?)",
         "kv_select": "SELECT v, n FROM kv WHERE k = ?",
