@@ -230,13 +230,19 @@ mod tests {
         panic!("the shape is never this caller's to prepare");
     }
 
-    #[test]
-    fn a_proven_prepared_answer_fills_the_cache() {
+    /// A rewriter whose cache holds [`TEXT`]'s shape, from a proven PREPARED answer.
+    fn cached() -> (Rewriter, ShapeHash) {
         let rw = rewriter();
         start_preparing(&rw);
         let (hash, fp, text) = shape();
         let env = response(ProtocolVersion::V4, Opcode::RESULT, &prepared("ks", "t"));
         rw.prepared(&env, NODE, (hash, fp), text, None, TEST_WIRE);
+        (rw, hash)
+    }
+
+    #[test]
+    fn a_proven_prepared_answer_fills_the_cache() {
+        let (rw, _) = cached();
         let Lookup::Ready(e) = lookup(&rw) else {
             panic!("not cached")
         };
@@ -276,11 +282,7 @@ mod tests {
 
     #[test]
     fn a_schema_change_drops_the_shapes_of_its_table() {
-        let rw = rewriter();
-        start_preparing(&rw);
-        let (hash, fp, text) = shape();
-        let env = response(ProtocolVersion::V4, Opcode::RESULT, &prepared("ks", "t"));
-        rw.prepared(&env, NODE, (hash, fp), text, None, TEST_WIRE);
+        let (rw, _) = cached();
         let mut m = Vec::new();
         m.put_i32(kind::SCHEMA_CHANGE);
         for s in ["UPDATED", "TABLE", "ks", "t"] {
@@ -300,11 +302,7 @@ mod tests {
 
     #[test]
     fn a_changed_result_metadata_is_taken_by_the_cache_and_hidden_from_the_client() {
-        let rw = rewriter();
-        start_preparing(&rw);
-        let (hash, fp, text) = shape();
-        let env = response(ProtocolVersion::V4, Opcode::RESULT, &prepared("ks", "t"));
-        rw.prepared(&env, NODE, (hash, fp), text, None, TEST_WIRE);
+        let (rw, hash) = cached();
         // A v5 Rows answer whose metadata changed: new id "m2", one column.
         let mut m = Vec::new();
         m.put_i32(kind::ROWS);
