@@ -18,8 +18,8 @@
 #   scripts/fuzz.sh list
 #
 # Options for every command: --sanitizer none|address (default: none; see fuzz/README.md),
-# --jobs J for the build. Environment: CARGO_TARGET_DIR (default /work/target if it exists,
-# else target/), AUTOPREP_FUZZ_TOOLS (where cargo-fuzz is installed, default .cache/fuzz-tools).
+# --jobs J for the build. Environment: CARGO_TARGET_DIR (default the workspace's target/),
+# AUTOPREP_FUZZ_TOOLS (where cargo-fuzz is installed, default .cache/fuzz-tools).
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ_DIR="$REPO_DIR/fuzz"
@@ -71,9 +71,9 @@ for t in "${targets[@]}"; do
 done
 case "$sanitizer" in none | address) ;; *) echo "fuzz.sh: --sanitizer none or address" >&2; exit 2 ;; esac
 
-if [[ -z "${CARGO_TARGET_DIR:-}" ]]; then
-    if [[ -d /work/target ]]; then export CARGO_TARGET_DIR=/work/target; else export CARGO_TARGET_DIR="$REPO_DIR/target"; fi
-fi
+# The workspace's target directory: the instrumented builds go under the target triple's own
+# subdirectory there, apart from the host builds.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
 # Instrumented builds with and without the sanitizer differ in every crate: separate
 # directories, so that switching does not rebuild everything.
 if [[ "$sanitizer" == none ]]; then

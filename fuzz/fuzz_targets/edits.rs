@@ -307,7 +307,7 @@ fn topology(input: &Input<'_>, message: &[u8], version: ProtocolVersion, columns
     } else {
         Read::Query(table)
     };
-    let out = TOPOLOGY.on_response(env.clone(), &read, None, alg, MAX, &METRICS);
+    let out = TOPOLOGY.on_response(env.clone(), &read, None, wire(alg), &METRICS);
     if out.as_bytes() == env.as_bytes() {
         return;
     }
@@ -383,12 +383,20 @@ fn supported_edit(input: &Input<'_>, version: ProtocolVersion) {
     }
     let alg = compression_of(input, version);
     let env = envelope(version, Opcode::SUPPORTED, &body, alg);
-    let out = supported(env.clone(), alg, MAX);
+    let out = supported(env.clone(), wire(alg));
     if out.as_bytes() != env.as_bytes() {
         let new = message_of(&out, alg);
         let left = keys(&new).expect("a rebuilt SUPPORTED reads");
         assert!(!left.iter().any(|k| is_removed_supported_key(k)));
     }
     let event = envelope(version, Opcode::EVENT, &body, alg);
-    let _ = keep_event(&event, alg, MAX);
+    let _ = keep_event(&event, wire(alg));
+}
+
+/// The wire of a link that negotiated `compression` (the proxy's leaves read bodies through it).
+fn wire(compression: Option<Compression>) -> autoprep::wire::Wire {
+    autoprep::wire::Wire {
+        compression,
+        max_frame: MAX,
+    }
 }
