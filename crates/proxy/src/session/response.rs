@@ -128,7 +128,7 @@ async fn on_envelope(
             env.set_stream(StreamId(stream));
             Some(env)
         }
-        _ => Box::pin(on_response(env, pending, conn)).await?,
+        _ => on_response(env, pending, conn).await?,
     };
     if let Some(e) = &answer {
         if conn.tracing.enabled() {
