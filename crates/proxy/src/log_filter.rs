@@ -77,8 +77,15 @@ impl fmt::Debug for LogFilter {
 /// a dense DFA, whose construction grows exponentially with patterns such as
 /// `.*x.................` (27 characters: 30 s; each further `.` doubles it): the `config`
 /// fuzz target found one, and `PUT /log` takes its filter from the network.
+///
+/// Each directive is trimmed first: `tracing_subscriber` 0.3.23 walks the trimmed directive
+/// but slices the untrimmed one, so leading whitespace before a multi-byte character made it
+/// panic (`start byte index .. is not a char boundary`; also found by the `config` target).
 pub fn env_filter(directives: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
-    EnvFilter::builder().with_regex(false).parse(directives)
+    let trimmed: Vec<&str> = directives.split(',').map(str::trim).collect();
+    EnvFilter::builder()
+        .with_regex(false)
+        .parse(trimmed.join(","))
 }
 
 /// Parses an `EnvFilter` directive string (not an empty one, which would log errors only).
@@ -233,6 +240,25 @@ mod tests {
         );
         assert!(f.to_string().contains("e="));
         assert!(parse(hostile).is_ok());
+    }
+
+    /// Found by the `config` fuzz target: a directive with leading whitespace (here form
+    /// feeds) before a multi-byte character made `tracing_subscriber` slice inside the
+    /// character and panic.
+    #[test]
+    fn leading_whitespace_before_multibyte_text_is_no_panic() {
+        for f in [
+            "\u{c}\u{c}\u{1E88}routing = 24e",
+            "info, \u{c}é=debug",
+            " ẞ[{é=1}]",
+        ] {
+            let _ = env_filter(f);
+            let _ = parse(f);
+        }
+        assert_eq!(
+            env_filter(" info , autoprep=debug ").unwrap().to_string(),
+            env_filter("info,autoprep=debug").unwrap().to_string()
+        );
     }
 
     /// A filter whose "apply" records what it was given.
