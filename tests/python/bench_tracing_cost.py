@@ -10,6 +10,9 @@ median of the rounds is reported. Spans are sampled only by the ratio (the slow 
 
   AUTOPREP_BIN=<release binary> AUTOPREP_TEST_UPSTREAM=127.0.0.1:9042 \\
     .venv/bin/python tests/python/bench_tracing_cost.py [N] [ROUNDS]
+
+AUTOPREP_COST_SETTINGS (comma-separated, of off, 0%, 1%, 100%) picks settings; AUTOPREP_BIN_BASE
+names another binary (the branch's base, say) run as one more setting, "base", tracing off.
 """
 
 import os
@@ -49,9 +52,10 @@ def measure(session, pid, statement, args):
 
 
 def one(upstream, ks, collector, ratio, n, log_dir):
-    args = ["--admin", f"127.0.0.1:{_free_port()}", "--tracing-slow-ms", "0"]
+    args = ["--admin", f"127.0.0.1:{_free_port()}"]
     if ratio is not None:
-        args += ["--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", str(ratio)]
+        args += ["--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", str(ratio),
+                 "--tracing-slow-ms", "0"]
     with run_proxy(upstream, log_dir, *args) as proxy:
         cluster = make_cluster(proxy.host, proxy.port, 4, None)
         try:
@@ -88,11 +92,20 @@ def main():
         s.execute(f"INSERT INTO {ks}.t (k, v) VALUES (%s, %s)", (k, "v" * 20))
     # "0%": tracing on, no span sampled (the data path's part of the cost alone).
     settings = [("off", None), ("0%", 0.0), ("1%", 0.01), ("100%", 1.0)]
+    pick = os.environ.get("AUTOPREP_COST_SETTINGS")
+    if pick:
+        settings = [x for x in settings if x[0] in pick.split(",")]
+    binary = {name: os.environ.get("AUTOPREP_BIN") for name, _ in settings}
+    if os.environ.get("AUTOPREP_BIN_BASE"):
+        settings.insert(0, ("base", None))
+        binary["base"] = os.environ["AUTOPREP_BIN_BASE"]
     results = {name: [] for name, _ in settings}
     try:
         with tempfile.TemporaryDirectory() as d, otelcol.running(d) as collector:
             for r in range(rounds):
                 for name, ratio in settings:
+                    if binary[name]:
+                        os.environ["AUTOPREP_BIN"] = binary[name]
                     res = one(upstream, ks, collector, ratio, n, d)
                     results[name].append(res)
                     print(f"round {r} {name:>4}: EXECUTE {res['execute_us']:.1f} us CPU "
@@ -101,7 +114,8 @@ def main():
     finally:
         s.execute(f"DROP KEYSPACE {ks}")
         setup.shutdown()
-    base = {k: statistics.median(r[k] for r in results["off"]) for k in ("execute_us", "query_us")}
+    first = settings[0][0]
+    base = {k: statistics.median(r[k] for r in results[first]) for k in ("execute_us", "query_us")}
     for name, _ in settings:
         line = []
         for k in ("execute_us", "query_us"):

@@ -16,7 +16,7 @@ use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,23 +94,27 @@ fn run(
     let scope = InstrumentationScope::builder("autoprep")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
-    let mut batch: Vec<Box<SpanRecord>> = Vec::with_capacity(BATCH);
+    let mut batch: Vec<SpanRecord> = Vec::with_capacity(BATCH);
     let mut waiters: Vec<SyncSender<()>> = Vec::new();
     let mut due = Instant::now() + delay;
     loop {
         let wait = due.saturating_duration_since(Instant::now());
-        let closed = match rx.recv_timeout(wait) {
-            Ok(Message::Span(r)) => {
-                batch.push(r);
-                false
-            }
-            Ok(Message::Flush(w)) => {
-                waiters.push(w);
+        let mut closed = match rx.recv_timeout(wait) {
+            Ok(m) => {
+                take(m, &mut batch, &mut waiters);
                 false
             }
             Err(RecvTimeoutError::Timeout) => false,
             Err(RecvTimeoutError::Disconnected) => true,
         };
+        // What else is queued, without sleeping between spans (one wake-up for many).
+        while !closed && batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(m) => take(m, &mut batch, &mut waiters),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => closed = true,
+            }
+        }
         let full = batch.len() >= BATCH;
         if full || !waiters.is_empty() || closed || Instant::now() >= due {
             if !batch.is_empty() {
@@ -138,5 +142,13 @@ fn run(
         if closed {
             return;
         }
+    }
+}
+
+/// Adds a message to the batch or to the flush waiters.
+fn take(m: Message, batch: &mut Vec<SpanRecord>, waiters: &mut Vec<SyncSender<()>>) {
+    match m {
+        Message::Span(r) => batch.push(*r),
+        Message::Flush(w) => waiters.push(w),
     }
 }
