@@ -184,7 +184,7 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
 
     # The leak check: no value of any statement anywhere.
     values = [v for _, r in runs for v in r.values]
-    texts = {"spans file": collector.text(), "autoprep log": proxy.log_text(),
+    texts = {"spans": collector.exported_text(), "autoprep log": proxy.log_text(),
              "/metrics": metrics, "/shapes": shapes}
     for i, sp in enumerate(ours):
         texts[f"span {i} ({sp['name']})"] = json.dumps(sp)
