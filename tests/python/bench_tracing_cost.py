@@ -5,11 +5,15 @@ front of the node, exporting to a real OpenTelemetry Collector (tests/python/ote
 http/protobuf when tracing is on; a Python client keeps WINDOW requests in flight through it:
 WARMUP requests, then N prepared EXECUTEs and N literal QUERYs (rewritten into EXECUTEs by the
 proxy). autoprep's CPU is utime + stime of /proc/<pid>/stat (every thread, exited ones included)
-read before and after each measured part; the settings alternate over ROUNDS rounds and the
+read before and after each measured part (after a first export, whose one-time costs are
+start-up); the settings alternate over ROUNDS rounds and the
 median of the rounds is reported. Spans are sampled only by the ratio (the slow threshold is off).
 
   AUTOPREP_BIN=<release binary> AUTOPREP_TEST_UPSTREAM=127.0.0.1:9042 \\
     .venv/bin/python tests/python/bench_tracing_cost.py [N] [ROUNDS]
+
+AUTOPREP_COST_SETTINGS (comma-separated, of off, 0%, 1%, 100%) picks settings; AUTOPREP_BIN_BASE
+names another binary (the branch's base, say) run as one more setting, "base", tracing off.
 """
 
 import os
@@ -49,9 +53,10 @@ def measure(session, pid, statement, args):
 
 
 def one(upstream, ks, collector, ratio, n, log_dir):
-    args = ["--admin", f"127.0.0.1:{_free_port()}", "--tracing-slow-ms", "0"]
+    args = ["--admin", f"127.0.0.1:{_free_port()}"]
     if ratio is not None:
-        args += ["--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", str(ratio)]
+        args += ["--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", str(ratio),
+                 "--tracing-slow-ms", "0"]
     with run_proxy(upstream, log_dir, *args) as proxy:
         cluster = make_cluster(proxy.host, proxy.port, 4, None)
         try:
@@ -59,6 +64,9 @@ def one(upstream, ks, collector, ratio, n, log_dir):
             prepared = s.prepare("SELECT v FROM t WHERE k = ?")
             keys = [(random.randrange(1000),) for _ in range(n)]
             execute_concurrent_with_args(s, prepared, keys[:WARMUP], concurrency=WINDOW)
+            # Past the first export (batches every 5 s): its one-time costs (the exporter's
+            # connection, its resolver thread) are start-up, not per request.
+            time.sleep(6)
             execute_cpu, execute_s = measure(s, proxy.proc.pid, prepared, keys)
             # Literal QUERYs: one shape, prepared by the proxy after its first sightings.
             query = "SELECT v FROM t WHERE k = %s"
@@ -88,11 +96,20 @@ def main():
         s.execute(f"INSERT INTO {ks}.t (k, v) VALUES (%s, %s)", (k, "v" * 20))
     # "0%": tracing on, no span sampled (the data path's part of the cost alone).
     settings = [("off", None), ("0%", 0.0), ("1%", 0.01), ("100%", 1.0)]
+    pick = os.environ.get("AUTOPREP_COST_SETTINGS")
+    if pick:
+        settings = [x for x in settings if x[0] in pick.split(",")]
+    binary = {name: os.environ.get("AUTOPREP_BIN") for name, _ in settings}
+    if os.environ.get("AUTOPREP_BIN_BASE"):
+        settings.insert(0, ("base", None))
+        binary["base"] = os.environ["AUTOPREP_BIN_BASE"]
     results = {name: [] for name, _ in settings}
     try:
         with tempfile.TemporaryDirectory() as d, otelcol.running(d) as collector:
             for r in range(rounds):
                 for name, ratio in settings:
+                    if binary[name]:
+                        os.environ["AUTOPREP_BIN"] = binary[name]
                     res = one(upstream, ks, collector, ratio, n, d)
                     results[name].append(res)
                     print(f"round {r} {name:>4}: EXECUTE {res['execute_us']:.1f} us CPU "
@@ -101,7 +118,8 @@ def main():
     finally:
         s.execute(f"DROP KEYSPACE {ks}")
         setup.shutdown()
-    base = {k: statistics.median(r[k] for r in results["off"]) for k in ("execute_us", "query_us")}
+    first = settings[0][0]
+    base = {k: statistics.median(r[k] for r in results[first]) for k in ("execute_us", "query_us")}
     for name, _ in settings:
         line = []
         for k in ("execute_us", "query_us"):

@@ -7,6 +7,7 @@ lines as flat dicts; `literals_in(texts, values)` is the leak check."""
 
 import contextlib
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -56,6 +57,17 @@ class Collector:
                         })
         return out
 
+    def exported_text(self):
+        """What the spans say, for the leak check: every span's name and attribute values and
+        every resource attribute, one per line (not the ids and timestamps, whose digits any
+        number of 7 digits may happen to match)."""
+        lines = []
+        for s in self.spans():
+            lines.append(s["name"] or "")
+            lines.extend(str(v) for v in s["attributes"].values())
+            lines.extend(str(v) for v in s["resource"].values())
+        return "\n".join(lines)
+
     def wait_for(self, trace_ids, timeout=20):
         """The spans, once every one of `trace_ids` has one (or the timeout)."""
         deadline = time.monotonic() + timeout
@@ -103,5 +115,13 @@ def running(directory):
 
 
 def literals_in(texts, values):
-    """[(value, where)] for every value found in any of `texts` ({where: text})."""
-    return [(v, where) for v in values for where, t in texts.items() if v in t]
+    """[(value, where)] for every value found in any of `texts` ({where: text}). A number counts
+    only standing alone (not as a part of a longer run of digits: a timestamp, a counter)."""
+    found = []
+    for v in values:
+        number = v.lstrip("-").isdigit()
+        pattern = re.compile(rf"(?<![0-9]){re.escape(v)}(?![0-9])") if number else None
+        for where, t in texts.items():
+            if v in t and (pattern is None or pattern.search(t)):
+                found.append((v, where))
+    return found

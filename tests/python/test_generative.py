@@ -43,7 +43,7 @@ first sighting of their shape.
 The leak check: the proxy logs JSON (`--log-format json`) and exports a span of every request
 (sampling ratio 1) to a real OpenTelemetry Collector (tests/python/otelcol.py); at the end no
 literal value of the statements (quoted strings of 8+ characters, integers of 7+ digits, as
-rendered) may appear in any exported span, log line, /metrics label or /shapes.
+rendered) may appear in any exported span's name or attributes, log line, /metrics or /shapes.
 
 Environment:
   AUTOPREP_GEN_TRACING  0: no collector and no spans (the log and /metrics are still searched)
@@ -564,7 +564,7 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
     values = [v for v in literal_values(steps) if v not in (node.host, proxy.host)]
     exposed["autoprep log"] = proxy.log_text()
     if collector is not None:
-        exposed["spans"] = collector.text()
+        exposed["spans"] = collector.exported_text()
     leaks = otelcol.literals_in(exposed, values)
 
     differences = []

@@ -184,10 +184,10 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
 
     # The leak check: no value of any statement anywhere.
     values = [v for _, r in runs for v in r.values]
-    texts = {"spans file": collector.text(), "autoprep log": proxy.log_text(),
+    texts = {"spans": collector.exported_text(), "autoprep log": proxy.log_text(),
              "/metrics": metrics, "/shapes": shapes}
-    for sp in ours:
-        texts[f"span {sp['name']}"] = json.dumps(sp)
+    for i, sp in enumerate(ours):
+        texts[f"span {i} ({sp['name']})"] = json.dumps(sp)
     leaks = otelcol.literals_in(texts, values)
     print(f"\n{protocol}: {len(ours)} spans checked, {len(values)} values searched in "
           f"{len(texts)} texts ({sum(len(t) for t in texts.values())} bytes): {len(leaks)} leaks")
