@@ -16,16 +16,7 @@ pub enum Pending {
     /// A client QUERY the proxy sent as EXECUTE, or a BATCH it sent with prepared children.
     /// The original envelope is kept so that an UNPREPARED answer (the statement did not run)
     /// can be replayed as the request it was.
-    Rewritten {
-        stream: i16,
-        original: bytes::Bytes,
-        used: crate::rewrite::Used,
-        /// Set when the QUERY read the topology: its answer is rewritten too.
-        topology: Option<crate::topology::Read>,
-        /// Set when the request references statements prepared with literals inline (boxed:
-        /// rare, and a pending entry stays small).
-        literals: Option<Box<LiteralRequest>>,
-    },
+    Rewritten(RewrittenAnswer),
     /// A PREPARE of the proxy's own of a client's statement with literals inline (see
     /// [`crate::rewrite::literal_prepare`]), so that the server knows the id the proxy gave out; then
     /// the next of `rest`, then the client's request `original` as it was.
@@ -119,6 +110,21 @@ impl Pending {
             _ => None,
         }
     }
+}
+
+/// What the answer to a rewritten request needs (see `Pending::Rewritten`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewrittenAnswer {
+    /// The client's stream id.
+    pub stream: i16,
+    /// What the client sent.
+    pub original: bytes::Bytes,
+    pub used: crate::rewrite::Used,
+    /// Set when the QUERY read the topology: its answer is rewritten too.
+    pub topology: Option<crate::topology::Read>,
+    /// Set when the request references statements prepared with literals inline (boxed:
+    /// rare, and a pending entry stays small).
+    pub literals: Option<Box<LiteralRequest>>,
 }
 
 /// The cache's and the connection's epochs when a PREPARE of the proxy's was sent: its answer is

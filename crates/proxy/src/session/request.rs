@@ -7,7 +7,7 @@
 use super::classify::{plan, text_plan, Facts, Plan, TextFacts, TextPlan};
 use super::conn::{Conn, Id};
 use super::end::{refuse, refuse_truncated, End};
-use super::pending::{as_sent, client_prepare, LiteralRequest, Pending};
+use super::pending::{as_sent, client_prepare, LiteralRequest, Pending, RewrittenAnswer};
 use super::routing;
 use super::send::{
     hold_use, literal_prepare_request, materialize, pass_client_prepare, send_prepare,
@@ -31,6 +31,7 @@ use autoprep_protocol::envelope::{
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,7 +71,11 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Ar
                 Ok(None) => break,
                 Err(e) => return refuse(e, &conn.client).await,
             };
-            if let Err(end) = on_request(env, read_at, conn, &mut scratch).await {
+            let sent = match on_request(env, read_at, conn, &mut scratch) {
+                Next::Pushed(wait) => wait.await,
+                Next::Route(route) => send(route, conn).await,
+            };
+            if let Err(end) = sent {
                 return end;
             }
         }
@@ -106,39 +111,51 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Ar
     }
 }
 
-/// One client request: the express lanes (a plain EXECUTE, a request home as sent with an id
-/// free) take their id and are pushed here, without building `send`'s (large) future; every
-/// other route is carried out by [`send`].
-async fn on_request(
+/// What is left of a client request once [`on_request`] has looked at it.
+// Unboxed: it moves once, and boxing would allocate for every request that waits.
+#[allow(clippy::large_enum_variant)]
+enum Next<W> {
+    /// Pushed toward the server under an id taken now; `W` waits for room in the outbox.
+    Pushed(W),
+    /// A route that waits for something (an id, a `USE`'s turn, a replica, the proxy's own
+    /// requests), carried out by [`send`].
+    Route(Route),
+}
+
+/// One client request: the express lanes (a plain EXECUTE; a request home, as sent or
+/// rewritten, with an id free) take their id and are pushed here, with no future built for
+/// them but the outbox's (see `scripts/hop-icount.sh`); every other route is left to [`send`].
+fn on_request<'a>(
     env: Envelope,
     read_at: Stamp,
-    conn: &Arc<Conn>,
+    conn: &'a Arc<Conn>,
     scratch: &mut rewrite::Scratch,
-) -> Result<(), End> {
+) -> Next<impl Future<Output = Result<(), End>> + Send + 'a> {
     let env = if env.header().opcode == Opcode::EXECUTE {
         match plain_execute(env, read_at, conn) {
-            Ok((frame, up)) => return conn.push(frame, up).await,
+            Ok((frame, up)) => return Next::Pushed(conn.push(frame, up)),
             Err(env) => env,
         }
     } else {
         env
     };
-    let route = match classify(env, conn, scratch) {
-        Route::AsSent(a) => match a.id_now(read_at, conn) {
-            Ok((frame, up)) => return conn.push(frame, up).await,
-            Err(a) => Route::AsSent(a),
-        },
-        route => route,
+    let home = match classify(env, conn, scratch) {
+        Route::Home(h) => h,
+        Route::Rewritten(r) if r.route.is_none() => r.home(),
+        route => return Next::Route(route),
     };
-    send(route, conn).await
+    match home.id_now(read_at, conn) {
+        Ok((frame, up)) => Next::Pushed(conn.push(frame, up)),
+        Err(h) => Next::Route(Route::Home(h)),
+    }
 }
 
 /// What becomes of one client request.
 enum Route {
     /// Answered by the proxy itself (an opcode Cassandra does not know).
     Answer(BytesMut),
-    /// Home, as the client sent it.
-    AsSent(AsSent),
+    /// Home (see [`Home`]).
+    Home(Home),
     /// Rewritten into an EXECUTE (or a BATCH of prepared statements): to a replica of its
     /// partition when routing finds one ready, else home.
     Rewritten(Rewritten),
@@ -163,8 +180,9 @@ enum Route {
     LiteralPrepare(literal_prepare::ClientPrepare),
 }
 
-/// A request that goes home as the client sent it.
-struct AsSent {
+/// A request that goes home under an upstream id of its own: as the client sent it, or
+/// rewritten with no replica to route it to.
+struct Home {
     frame: BytesMut,
     /// What its answer is awaited as.
     pending: Pending,
@@ -173,17 +191,17 @@ struct AsSent {
     then: ShapePrepares,
 }
 
-impl AsSent {
+impl Home {
     /// Its frame and an upstream id taken now, when nothing has to happen before it is sent
     /// (a `USE` waits for the proxy's exposed PREPAREs) or after (the proxy's own PREPAREs)
     /// and an id is free; otherwise it is given back for [`send`]. (Given back by value: it
     /// moves once, to `send`; boxing it would allocate for every request that waits.)
     #[allow(clippy::result_large_err)]
-    fn id_now(self, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), AsSent> {
+    fn id_now(self, read_at: Stamp, conn: &Conn) -> Result<(BytesMut, i16), Home> {
         if !self.then.prepares.is_empty() || self.pending.is_use() {
             return Err(self);
         }
-        let AsSent {
+        let Home {
             frame,
             pending,
             shape,
@@ -192,7 +210,7 @@ impl AsSent {
         } = self;
         match conn.try_take(pending, shape, group, read_at) {
             Ok(up) => Ok((frame, up)),
-            Err((pending, shape)) => Err(AsSent {
+            Err((pending, shape)) => Err(Home {
                 frame,
                 pending,
                 shape,
@@ -213,7 +231,7 @@ impl Route {
     /// Home as sent, awaited as `pending`, with nothing else to do.
     fn as_sent(env: Envelope, pending: Pending) -> Route {
         let version = env.header().version;
-        Route::AsSent(AsSent {
+        Route::Home(Home {
             frame: env.into_frame(),
             pending,
             shape: None,
@@ -665,7 +683,7 @@ fn decided_route(env: Envelope, d: Decided, conn: &Conn) -> Route {
             } else {
                 Group::Other
             };
-            Route::AsSent(AsSent {
+            Route::Home(Home {
                 frame: env.into_frame(),
                 pending: as_sent(stream, use_keyspace, d.topology, d.schema_change),
                 shape: d.shape,
@@ -680,19 +698,7 @@ fn decided_route(env: Envelope, d: Decided, conn: &Conn) -> Route {
 async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
     match route {
         Route::Answer(frame) => conn.answer(frame).await,
-        Route::AsSent(a) => {
-            if a.pending.is_use() {
-                // The keyspace is not known until the USE is answered; it never runs beside a
-                // PREPARE of the proxy's that takes its keyspace from the connection.
-                hold_use(conn).await;
-                let mut st = conn.lock();
-                st.use_in_flight += 1;
-                st.keyspace_epoch += 1;
-            }
-            conn.send(a.frame, a.pending, a.shape, a.group, Id::Take)
-                .await?;
-            prepare_shapes(a.then, conn).await
-        }
+        Route::Home(h) => send_home(h, conn).await,
         Route::Rewritten(r) => send_rewritten(conn, r).await,
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
@@ -720,6 +726,22 @@ async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
             Err(c) => pass_client_prepare(c, conn).await,
         },
     }
+}
+
+/// Sends a request home under an upstream id of its own (a `USE` after the proxy's exposed
+/// PREPAREs), then the proxy's own PREPAREs it asked for.
+async fn send_home(h: Home, conn: &Conn) -> Result<(), End> {
+    if h.pending.is_use() {
+        // The keyspace is not known until the USE is answered; it never runs beside a
+        // PREPARE of the proxy's that takes its keyspace from the connection.
+        hold_use(conn).await;
+        let mut st = conn.lock();
+        st.use_in_flight += 1;
+        st.keyspace_epoch += 1;
+    }
+    conn.send(h.frame, h.pending, h.shape, h.group, Id::Take)
+        .await?;
+    prepare_shapes(h.then, conn).await
 }
 
 /// Sends the proxy's own PREPAREs the rewrite asked for.
@@ -751,58 +773,73 @@ struct Rewritten {
     literals: Vec<Arc<literal_prepare::Statement>>,
 }
 
+impl Rewritten {
+    /// A QUERY sent as EXECUTE is the control comparison's other side.
+    fn group(&self) -> Group {
+        match self.client_execute {
+            true => Group::Other,
+            false => Group::Rewritten,
+        }
+    }
+
+    /// Home, awaited as what its answer needs (see [`RewrittenAnswer`]).
+    fn home(self) -> Home {
+        let group = self.group();
+        let pending = Pending::Rewritten(RewrittenAnswer {
+            stream: self.stream,
+            original: self.original,
+            used: self.used,
+            topology: self.topology,
+            literals: (!self.literals.is_empty()).then(|| {
+                Box::new(LiteralRequest {
+                    execute: self.client_execute,
+                    statements: self.literals,
+                })
+            }),
+        });
+        Home {
+            frame: self.frame,
+            pending,
+            shape: self.shape,
+            group,
+            then: ShapePrepares {
+                version: self.version,
+                prepares: Vec::new(),
+            },
+        }
+    }
+}
+
 /// Sends a rewritten request: to a replica of its partition when routing finds one ready,
 /// else home.
-async fn send_rewritten(conn: &Arc<Conn>, r: Rewritten) -> Result<(), End> {
-    // A QUERY sent as EXECUTE is the control comparison's other side.
-    let group = if r.client_execute {
-        Group::Other
-    } else {
-        Group::Rewritten
-    };
-    let shape = r.shape;
-    let frame = match r.route {
-        Some(route) => {
-            let hash = match &r.used {
-                // A QUERY's answer loses the v5 metadata-changed flag; an EXECUTE's keeps it.
-                Used::One { hash, .. } if !r.client_execute => Some(*hash),
-                _ => None,
-            };
-            let routed = routing::Request {
-                stream: r.stream,
-                original: r.original.clone(),
-                version: r.version,
-                hash,
-                same_keyspace: r.same_keyspace,
-                shape: shape.clone(),
-                group,
-                literals: r.literals.clone(),
-            };
-            let outcome = routing::route(conn, r.frame, route, routed).await;
-            traced_routing(conn, r.stream, &outcome);
-            if let Some(s) = &shape {
-                s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
-            }
-            match outcome {
-                Ok(()) => return Ok(()),
-                Err((frame, _)) => frame,
-            }
+async fn send_rewritten(conn: &Arc<Conn>, mut r: Rewritten) -> Result<(), End> {
+    if let Some(route) = r.route.take() {
+        let hash = match &r.used {
+            // A QUERY's answer loses the v5 metadata-changed flag; an EXECUTE's keeps it.
+            Used::One { hash, .. } if !r.client_execute => Some(*hash),
+            _ => None,
+        };
+        let routed = routing::Request {
+            stream: r.stream,
+            original: r.original.clone(),
+            version: r.version,
+            hash,
+            same_keyspace: r.same_keyspace,
+            shape: r.shape.clone(),
+            group: r.group(),
+            literals: r.literals.clone(),
+        };
+        let outcome = routing::route(conn, r.frame, route, routed).await;
+        traced_routing(conn, r.stream, &outcome);
+        if let Some(s) = &r.shape {
+            s.routing(outcome.as_ref().map(|_| ()).map_err(|(_, r)| *r));
         }
-        None => r.frame,
-    };
-    let pending = Pending::Rewritten {
-        stream: r.stream,
-        original: r.original,
-        used: r.used,
-        topology: r.topology,
-        literals: (!r.literals.is_empty()).then(|| {
-            Box::new(LiteralRequest {
-                execute: r.client_execute,
-                statements: r.literals,
-            })
-        }),
-    };
-    conn.send(frame, pending, shape, group, Id::Take).await
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err((frame, _)) => r.frame = frame,
+        }
+    }
+    send_home(r.home(), conn).await
 }
 
 /// Where routing sent client stream `stream`'s request, for its span (while tracing is on).

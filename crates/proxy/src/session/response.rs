@@ -4,7 +4,7 @@
 use super::answer::{carries_use_warning, without_use_warning};
 use super::conn::{Conn, Id};
 use super::end::End;
-use super::pending::{Epochs, LiteralRequest, Pending};
+use super::pending::{Epochs, Pending, RewrittenAnswer};
 use super::routing;
 use super::send::{
     exposed_prepare_answered, literal_prepare_request, materialize, pass_client_prepare,
@@ -22,9 +22,10 @@ use autoprep_protocol::envelope::Flags;
 use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::stamp::Stamp;
+use crate::streams::Tag;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,12 +52,27 @@ pub(super) async fn upstream_to_client(mut rd: impl AsyncRead + Unpin, conn: &Ar
                 Ok(None) => break,
                 Err(e) => return End::BadUpstreamInput(e.to_string()),
             };
-            let answer = match on_envelope(env, read_at, conn).await {
-                Ok(Some(env)) => deliver(env, &mut reader, conn).await,
-                Ok(None) => Ok(()),
-                Err(end) => Err(end),
+            let (env, tag) = match released(env, conn) {
+                Released::Answer(env, tag) => (env, tag),
+                Released::Stop => continue,
+                Released::Unprepared(u) => match recover(u, conn).await {
+                    Ok(()) => continue,
+                    Err(end) => return end,
+                },
+                Released::Pending(env, pending, tag) => match on_response(env, pending, conn).await
+                {
+                    Ok(Some(env)) => (env, tag),
+                    Ok(None) => continue,
+                    Err(end) => return end,
+                },
             };
-            if let Err(end) = answer {
+            answered(&env, tag, read_at, conn);
+            let given = if starts_framing(&env, &reader) {
+                start_framing(env, &mut reader, conn).await
+            } else {
+                conn.answer(env.into_frame()).await
+            };
+            if let Err(end) = given {
                 return end;
             }
         }
@@ -93,20 +109,32 @@ pub(super) async fn upstream_to_client(mut rd: impl AsyncRead + Unpin, conn: &Ar
     }
 }
 
-/// One server envelope: the answer to give the client, or `None` when it stops here (an
-/// event kept from the client, an answer to the proxy's own request, a replay).
-async fn on_envelope(
-    mut env: Envelope,
-    read_at: Stamp,
-    conn: &Arc<Conn>,
-) -> Result<Option<Envelope>, End> {
+/// What a server envelope is once its stream id is released.
+enum Released {
+    /// An answer to give the client as it is (under the client's stream id, already set).
+    Answer(Envelope, Tag),
+    /// Nothing for the client (an event kept from it, an answer on a stream with no request).
+    Stop,
+    /// An answer to what `Pending` says, for [`on_response`].
+    Pending(Envelope, Pending, Tag),
+    /// A rewritten request answered UNPREPARED, for [`recover`].
+    Unprepared(Unprepared),
+}
+
+/// One server envelope: its upstream stream id released, and what is left to do. The common
+/// answer, to a request forwarded as it was, is given its client stream id here, with no
+/// future built for it (nor for anything else that waits for nothing: see `hop-icount`).
+fn released(mut env: Envelope, conn: &Conn) -> Released {
     let header = *env.header();
     if header.opcode == Opcode::READY || header.opcode == Opcode::AUTH_SUCCESS {
         conn.ready.store(true, Ordering::Release);
         conn.lock().handshake.complete = true;
     }
     if header.stream.0 < 0 {
-        return Ok(keep_event(&env, conn).then_some(env));
+        return match keep_event(&env, conn) {
+            true => Released::Answer(env, Tag::default()),
+            false => Released::Stop,
+        };
     }
     let (pending, tag, wake) = {
         let mut st = conn.lock();
@@ -119,45 +147,56 @@ async fn on_envelope(
             stream = header.stream.0,
             "response on a stream with no request; dropped"
         );
-        return Ok(None);
+        return Released::Stop;
     };
-    let answer = match pending.plain_client() {
-        // The common answer handled here as `on_response` would, without building its
-        // (large) future: to a request forwarded as it was.
-        Some(stream) if header.opcode != Opcode::SUPPORTED => {
+    match pending {
+        Pending::Client {
+            stream,
+            use_keyspace: false,
+        } if header.opcode != Opcode::SUPPORTED => {
             env.set_stream(StreamId(stream));
-            Some(env)
+            Released::Answer(env, tag)
         }
-        _ => on_response(env, pending, conn).await?,
-    };
-    if let Some(e) = &answer {
+        Pending::Rewritten(r) => match rewritten_answer(env, r, conn) {
+            Ok(env) => Released::Answer(env, tag),
+            Err(u) => Released::Unprepared(u),
+        },
+        pending => Released::Pending(env, pending, tag),
+    }
+}
+
+/// Notes an answer the client is about to get: its span ends (if sampled), its response time
+/// is recorded, and a `USE` warning it carries is remembered.
+fn answered(env: &Envelope, tag: Tag, read_at: Stamp, conn: &Conn) {
+    let header = env.header();
+    if header.stream.0 >= 0 {
         if conn.tracing.enabled() {
             // The request's span, if sampled.
-            let facts = conn.lock().traces.take(e.header().stream.0);
-            let answered = crate::otel::Answer::Envelope(e, conn.wire().compression);
+            let facts = conn.lock().traces.take(header.stream.0);
+            let answered = crate::otel::Answer::Envelope(env, conn.wire().compression);
             (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
         }
         conn.metrics.responded_at(tag, read_at);
     }
-    Ok(answer)
-}
-
-/// Gives the client an answer: notes the `USE` warning it may carry, and starts v5 framing
-/// on both sides when it is the READY (or AUTHENTICATE) of a v5 connection.
-async fn deliver(env: Envelope, reader: &mut FrameReader, conn: &Conn) -> Result<(), End> {
-    let header = *env.header();
     if header.flags.has(Flags::WARNING)
         && conn.settings.prepare_literals
-        && carries_use_warning(&env, conn.wire())
+        && carries_use_warning(env, conn.wire())
     {
         conn.lock().use_warning_given = true;
     }
-    let starts_framing = !reader.is_framed()
+}
+
+/// Whether `env` is the READY (or AUTHENTICATE) of a v5 connection, after which both sides
+/// are framed.
+fn starts_framing(env: &Envelope, reader: &FrameReader) -> bool {
+    let header = env.header();
+    !reader.is_framed()
         && header.version >= ProtocolVersion::V5
-        && (header.opcode == Opcode::READY || header.opcode == Opcode::AUTHENTICATE);
-    if !starts_framing {
-        return conn.answer(env.into_frame()).await;
-    }
+        && (header.opcode == Opcode::READY || header.opcode == Opcode::AUTHENTICATE)
+}
+
+/// Gives the client the answer that starts v5 framing, switching both sides.
+async fn start_framing(env: Envelope, reader: &mut FrameReader, conn: &Conn) -> Result<(), End> {
     let lz4 = conn.lock().lz4_requested;
     // Order matters: the upstream writer and the client reader switch before the client can
     // see READY and send its first framed request.
@@ -322,22 +361,10 @@ async fn on_response(
             conn.cluster.answer(part, result);
             Ok(None)
         }
-        Pending::Rewritten {
-            stream,
-            original,
-            used,
-            topology,
-            literals,
-        } => {
-            let r = RewrittenAnswer {
-                stream,
-                original,
-                used,
-                topology,
-                literals,
-            };
-            rewritten_answer(env, r, conn).await
-        }
+        Pending::Rewritten(r) => match rewritten_answer(env, r, conn) {
+            Ok(env) => Ok(Some(env)),
+            Err(u) => recover(u, conn).await.map(|()| None),
+        },
     }
 }
 
@@ -386,22 +413,19 @@ fn prepare_answered(
     (conn.rewriter).prepared(env, node, (hash, fingerprint), text, keyspace, wire);
 }
 
-/// What a rewritten request's answer needs (see `Pending::Rewritten`).
-struct RewrittenAnswer {
-    stream: i16,
-    original: Bytes,
-    used: Used,
-    topology: Option<topology::Read>,
-    literals: Option<Box<LiteralRequest>>,
+/// A rewritten request answered UNPREPARED, under upstream id `up`.
+struct Unprepared {
+    up: i16,
+    r: RewrittenAnswer,
 }
 
-/// The answer to a rewritten request: UNPREPARED sends the client's request home as it was;
-/// any other answer goes back as the client's request would have got it.
-async fn rewritten_answer(
+/// The answer to a rewritten request: UNPREPARED leads to [`recover`]; any other answer goes
+/// back as the client's request would have got it. Nothing here waits (no future is built).
+fn rewritten_answer(
     env: Envelope,
     r: RewrittenAnswer,
     conn: &Conn,
-) -> Result<Option<Envelope>, End> {
+) -> Result<Envelope, Unprepared> {
     let wire = conn.wire();
     if let Some(unknown) = wire.unprepared_id(&env) {
         for hash in r.used.with_id(&unknown) {
@@ -410,10 +434,8 @@ async fn rewritten_answer(
         if conn.rewriter.flavors.is_scylla(conn.node) {
             conn.rewriter.flavors.evicted(conn.node, Instant::now());
         }
-        let literals = r.literals.map(|l| l.statements).unwrap_or_default();
-        let id = Id::Reuse(env.header().stream.0);
-        recover_unprepared(conn, r.stream, r.topology, r.original, literals, id).await?;
-        return Ok(None);
+        let up = env.header().stream.0;
+        return Err(Unprepared { up, r });
     }
     let client_execute = r.literals.as_ref().is_some_and(|l| l.execute);
     let mut env = match &r.used {
@@ -428,7 +450,22 @@ async fn rewritten_answer(
         env = (conn.topology).on_response(env, read, conn.local, wire, &conn.metrics);
     }
     env.set_stream(StreamId(r.stream));
-    Ok(Some(env))
+    Ok(env)
+}
+
+/// Sends the client's request home as it was, its rewrite answered UNPREPARED.
+async fn recover(u: Unprepared, conn: &Conn) -> Result<(), End> {
+    let r = u.r;
+    let literals = r.literals.map(|l| l.statements).unwrap_or_default();
+    recover_unprepared(
+        conn,
+        r.stream,
+        r.topology,
+        r.original,
+        literals,
+        Id::Reuse(u.up),
+    )
+    .await
 }
 
 /// Carries out a step of a schema-agreement check: the held answer goes to the client, or the
