@@ -331,6 +331,21 @@ def params(request):
 
 
 @pytest.fixture(scope="session")
+def collector(tmp_path_factory):
+    """A real OpenTelemetry Collector (tests/python/otelcol.py) for every test that exports
+    spans, built once and started once. The proxies batch their spans every 200 ms (the
+    default is 5 s): the tests read them back, and the last batch is out before a proxy stops."""
+    import otelcol
+    why = otelcol.build()
+    if why:
+        pytest.fail(f"the OpenTelemetry Collector could not be built:\n{why}")
+    with pytest.MonkeyPatch.context() as mp, \
+            otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
+        mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
+        yield c
+
+
+@pytest.fixture(scope="session")
 def run_id():
     return uuid.uuid4().hex[:8]
 

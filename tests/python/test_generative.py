@@ -474,21 +474,12 @@ def literal_values(steps):
 
 
 @pytest.fixture(scope="module")
-def collector(tmp_path_factory):
-    """A real OpenTelemetry Collector the proxies export their spans to (None when
-    AUTOPREP_GEN_TRACING=0)."""
+def gen_collector(request):
+    """The collector the proxies export their spans to (conftest's), or None when
+    AUTOPREP_GEN_TRACING=0."""
     if os.environ.get("AUTOPREP_GEN_TRACING", "1") == "0":
-        yield None
-        return
-    why = otelcol.build()
-    if why:
-        pytest.fail(f"the OpenTelemetry Collector could not be built:\n{why}")
-    with pytest.MonkeyPatch.context() as mp, \
-            otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
-        # The proxies batch their spans every 200 ms (default 5 s): the last batch is out
-        # before they stop.
-        mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
-        yield c
+        return None
+    return request.getfixturevalue("collector")
 
 
 def fetch_text(url):
@@ -504,7 +495,7 @@ def fetch_text(url):
                          ids=[("" if p == "query" else "prepare-") + f"v{v}-{c or 'none'}"
                               for p, v, c in RUNS])
 def test_generative_differential(node, run_id, seed, pattern, pv, compression, tmp_path,
-                                 record_property, capsys, collector):
+                                 record_property, capsys, gen_collector):
     combo = f"v{pv}-{compression or 'none'}"
     generator = gen.Generator(f"{seed}/{combo}", COUNT)
     if pattern == "prepare":
@@ -523,8 +514,8 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
         for side in names.values():
             setup_schema(setup_session, side, ddl)
         t_schema = time.monotonic() - t0
-        tracing = () if collector is None else (
-            "--tracing-endpoint", collector.http_url, "--tracing-sample-ratio", "1")
+        tracing = () if gen_collector is None else (
+            "--tracing-endpoint", gen_collector.http_url, "--tracing-sample-ratio", "1")
         with run_proxy((node.host, node.port), tmp_path, "--admission-threshold", "1",
                        "--admin", admin, "--log-format", "json", *tracing,
                        *PROXY_ARGS) as proxy:
@@ -563,8 +554,8 @@ def test_generative_differential(node, run_id, seed, pattern, pv, compression, t
     # An inet value equal to the node's or the proxy's own address shows as where it is.
     values = [v for v in literal_values(steps) if v not in (node.host, proxy.host)]
     exposed["autoprep log"] = proxy.log_text()
-    if collector is not None:
-        exposed["spans"] = collector.exported_text()
+    if gen_collector is not None:
+        exposed["spans"] = gen_collector.exported_text()
     leaks = otelcol.literals_in(exposed, values)
 
     differences = []

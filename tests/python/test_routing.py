@@ -28,7 +28,7 @@ import urllib.request
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
-from cassandra.query import BatchStatement, BatchType
+from cassandra.query import BatchStatement, BatchType, SimpleStatement
 
 from cluster import LocalCluster
 from conftest import _free_port, run_proxy
@@ -260,3 +260,93 @@ def test_a_replica_killed_and_brought_back(cluster, keyspaces, tmp_path):
             assert after > before, text
         finally:
             via.shutdown()
+
+
+@pytest.mark.timeout(900)
+def test_spans_name_the_replica_that_answered(cluster, keyspaces, collector, tmp_path):
+    """Spans through routing, v4 and v5, RF 1 (exactly one replica): a rewritten QUERY, an
+    EXECUTE of the client's prepared statement and a single-partition BATCH of those, each
+    with a traceparent in its custom payload, and a PREPARE (which goes home) with one in a
+    comment. Each span is the child of its traceparent, and its `server.address` is the
+    partition's replica when `autoprep.routing` is `replica`, node 1 otherwise; once every
+    shape is prepared on every node (the warm-up), every request whose replica is not node 1
+    is routed."""
+    names, direct, _ = keyspaces
+    ks = names["rf1"]
+    home = cluster.addresses[0]
+    admin = f"127.0.0.1:{_free_port()}"
+    expected = []  # (pv, trace id, parent id, operation, the replica or None)
+
+    def traced(op, replica):
+        t, p = os.urandom(16).hex(), os.urandom(8).hex()
+        expected.append((pv, t, p, op, replica))
+        return f"00-{t}-{p}-01"
+
+    with run_proxy((home, 9042), tmp_path, "--admission-threshold", "1",
+                   "--routing-local-dc", "dc1", "--admin", admin,
+                   "--tracing-endpoint", collector.http_url,
+                   "--tracing-sample-ratio", "1") as proxy:
+        for pv in (4, 5):
+            via = make_cluster(proxy.host, proxy.port, pv, None)
+            try:
+                session = via.connect()
+                via.profile_manager.default.consistency_level = ConsistencyLevel.ONE
+                session.execute(f"USE {ks}")
+                insert = session.prepare(PREPARED["p-insert"])
+                rows = session.prepare(PREPARED["p-batch"])
+                rng = random.Random(29 + pv)
+
+                def requests(trace):
+                    k, a, b = rng.randrange(10_000), rng.randrange(100), rng.choice("xyz")
+                    rt, rc = replicas(direct, ks, "t", k), replicas(direct, ks, "c", a, b)
+                    payload = {"traceparent": trace("INSERT", rt).encode()}
+                    session.execute(SimpleStatement(
+                        f"INSERT INTO t (k, v) VALUES ({k}, 'q{k}')"), custom_payload=payload)
+                    payload = {"traceparent": trace("SELECT", rt).encode()}
+                    session.execute(SimpleStatement(f"SELECT v FROM t WHERE k = {k}"),
+                                    custom_payload=payload)
+                    payload = {"traceparent": trace("EXECUTE", rt).encode()}
+                    session.execute(insert, (k, f"e{k}"), custom_payload=payload)
+                    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                    for n in range(3):
+                        batch.add(rows, (a, b, n, f"b{n}"))
+                    payload = {"traceparent": trace("BATCH", rc).encode()}
+                    session.execute(batch, custom_payload=payload)
+
+                # Warm-up: the shapes prepared on every node, the replica connections open.
+                for _ in range(3):
+                    for _ in range(30):
+                        requests(lambda op, r: f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-00")
+                    time.sleep(0.5)
+                for _ in range(25):
+                    requests(traced)
+                tp = traced("PREPARE", None)
+                session.prepare(f"SELECT v FROM t WHERE k = ? /*traceparent='{tp}'*/")
+            finally:
+                via.shutdown()
+        spans = collector.wait_for([t for _, t, *_ in expected])
+    by_trace = {}
+    for sp in spans:
+        by_trace.setdefault(sp["trace_id"], []).append(sp)
+    routed = {}
+    for pv, t, p, op, replica in expected:
+        found = by_trace.get(t, [])
+        assert len(found) == 1, f"v{pv} {op}: {len(found)} spans in trace {t}"
+        sp = found[0]
+        a, where = sp["attributes"], f"v{pv} {op} (replica {replica}): {sp}"
+        assert sp["parent_span_id"] == p and a["db.operation.name"] == op, where
+        route = a.get("autoprep.routing")
+        if replica is None:
+            assert a["server.address"] == home, where
+            continue
+        (replica,) = replica
+        if route == "replica":
+            assert a["server.address"] == replica != home, where
+        else:
+            assert a["server.address"] == home, where
+            # Its replica is node 1, or (only then) the request had no reason to leave.
+            assert replica == home, where
+            assert route == "home is the replica", where
+        routed[route] = routed.get(route, 0) + 1
+    print(f"\n{len(expected)} spans through routing: {routed}")
+    assert routed.get("replica", 0) > 0, routed

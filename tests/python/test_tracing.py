@@ -32,15 +32,6 @@ SPAN_KIND_CLIENT = 3
 STATUS_ERROR = 2
 
 
-@pytest.fixture(scope="module")
-def collector(tmp_path_factory):
-    why = otelcol.build()
-    if why:
-        pytest.fail(f"the OpenTelemetry Collector could not be built:\n{why}")
-    with otelcol.running(tmp_path_factory.mktemp("otelcol")) as c:
-        yield c
-
-
 def traceparent():
     """(header, trace id, parent id) of a new sampled parent."""
     t, p = secrets.token_hex(16), secrets.token_hex(8)
@@ -138,8 +129,6 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
                                                      monkeypatch):
     # The line each traced request logs (with its trace and span ids) is at debug.
     monkeypatch.setenv("AUTOPREP_TEST_LOG", "info,autoprep::otel=debug")
-    # Batches every 200 ms rather than the default 5 s: the test reads them back.
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
     endpoint = collector.grpc_url if protocol == "grpc" else collector.http_url
     admin = f"127.0.0.1:{_free_port()}"
     runs = []
