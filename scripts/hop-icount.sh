@@ -6,6 +6,9 @@
 # through autoprep less directly.
 # Usage: scripts/hop-icount.sh [KIND...]   (execute, query; default both)
 #        N=6400 (a multiple of 64) sets the smaller run; VERBOSE=1 prints every run's count.
+#        TRACING=RATIO turns request tracing on, sampling RATIO of the requests (0 to 1), spans
+#        exported over http/protobuf to a port nobody listens on (the export, on its own
+#        thread, is not counted: the requests' path is).
 # With a target dir shared by several checkouts of the workspace, cargo may count another
 # checkout's compiled crate as fresh (its artifacts are named by the path relative to the
 # workspace): every source file the measured code ran is compared with this checkout's, and a
@@ -18,6 +21,10 @@ if ! command -v valgrind >/dev/null; then
     $sudo apt-get update && $sudo apt-get install -y valgrind
 fi
 target=${CARGO_TARGET_DIR:-target}
+if [ -n "${TRACING:-}" ]; then
+    export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf
+    export OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=$TRACING
+fi
 start=$(date +%s)
 cargo build --release -q -p autoprep-benches --example hop_icount
 echo "build: $(($(date +%s) - start)) s" >&2

@@ -29,6 +29,15 @@
 //! The stand-in answers QUERY and EXECUTE with a void RESULT, so the client reads the same
 //! answers on both paths. Unlike the `autoprep` binary, this process allocates with the system
 //! allocator and has no tracing subscriber.
+//!
+//! With `OTEL_EXPORTER_OTLP_ENDPOINT` set, request tracing is on, configured by the standard
+//! variables (`OTEL_TRACES_SAMPLER`, `_ARG`) with no slow-request rule. The exporter runs on a
+//! thread of its own, outside [`measured`]: the count is the requests' path only (noting each
+//! request's facts, the sampling decision, building the sampled spans and queuing them).
+//!
+//! With `HOP_CPU` set (and run natively), it also prints the process's CPU time per request
+//! over the measured region, every thread's, kernel time included: `scripts/hop-cpu.sh`
+//! compares settings with it.
 
 use autoprep::config::Config;
 use autoprep_benches::standin::{self, COLUMNS, TABLE};
@@ -182,6 +191,19 @@ fn measured(rt: &Runtime, client: &mut Client, batches: usize) -> std::io::Resul
     rt.block_on(client.run(batches))
 }
 
+/// CPU time of every thread of this process so far, in nanoseconds (the first field of each
+/// thread's `/proc/self/task/<tid>/schedstat`); 0 where it cannot be read.
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn usage() -> ! {
     eprintln!("usage: hop_icount execute|query proxy|direct N   (N a multiple of {BATCH})");
     std::process::exit(2)
@@ -212,7 +234,12 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let (node, seen) = rt.block_on(standin::spawn())?;
     let (addr, ctx) = if through_proxy {
-        let cfg = Config::for_upstream(&node.to_string());
+        let mut cfg = Config::for_upstream(&node.to_string());
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
+            // Tracing on (scripts/hop-icount.sh TRACING=ratio): spans sampled by the ratio
+            // alone; under callgrind every request would count as slow.
+            cfg.tracing_slow_ms = 0;
+        }
         let (addr, ctx) = rt.block_on(autoprep::server::spawn(cfg))?;
         (addr, Some(ctx))
     } else {
@@ -229,8 +256,15 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let before = seen.counts();
+    let cpu = process_cpu_ns();
     measured(&rt, &mut client, batches)?;
+    let cpu = process_cpu_ns() - cpu;
     let after = seen.counts();
+    if std::env::var_os("HOP_CPU").is_some() {
+        // Natively (not under callgrind): the process's CPU time per request over the
+        // measured region, every thread's (the exporter's included), kernel time included.
+        println!("cpu_ns_per_request {:.1}", cpu as f64 / n as f64);
+    }
     let (queries, prepares, executes) =
         (after.0 - before.0, after.1 - before.1, after.2 - before.2);
     eprintln!(

@@ -126,6 +126,21 @@ def main():
             med = statistics.median(r[k] for r in results[name])
             line.append(f"{k.split('_')[0].upper()} {med:.1f} us ({(med / base[k] - 1) * 100:+.1f} %)")
         print(f"median of {rounds} rounds, {name:>4}: " + ", ".join(line))
+    # Paired by round (the settings alternate within each round, so a slow phase of the
+    # machine or the node weighs on both): the per-round ratio to the first setting, its
+    # median, and a 95 % interval of its mean (bootstrap over the rounds, fixed seed).
+    rng = random.Random(29)
+    for name, _ in settings[1:]:
+        line = []
+        for k in ("execute_us", "query_us"):
+            ratios = [r[k] / b[k] for r, b in zip(results[name], results[first])]
+            means = sorted(statistics.fmean(rng.choices(ratios, k=len(ratios)))
+                           for _ in range(10_000))
+            lo, hi = means[250], means[9_749]
+            line.append(f"{k.split('_')[0].upper()} {(statistics.median(ratios) - 1) * 100:+.1f} % "
+                        f"(mean {(statistics.fmean(ratios) - 1) * 100:+.1f} %, 95 % interval "
+                        f"{(lo - 1) * 100:+.1f} to {(hi - 1) * 100:+.1f} %)")
+        print(f"paired by round, {name:>4} / {first}: " + ", ".join(line))
 
 
 if __name__ == "__main__":

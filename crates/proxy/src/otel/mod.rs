@@ -4,15 +4,22 @@
 //! # On the data path
 //! Tracing is off unless an endpoint is configured (see [`settings`]); then [`Tracing::enabled`]
 //! is false and every hook in the session is one untaken branch. When it is on:
-//! - at a request, the session notes its [`Facts`] (opcode, consistency, page size, keyspace,
-//!   the client's `traceparent`: see [`crate::trace_context`]) in its connection's
-//!   [`Requests`], keyed by the client's stream id; then what the rewrite and routing made of
-//!   it. A fixed-size value in a map that keeps its capacity: no allocation per request.
+//! - at a request, the head sampler draws the random half of its trace id ([`Tracing::draw`]).
+//!   When the ratio keeps it, or when the request may carry a client's `traceparent` (a custom
+//!   payload, or a statement ending with a comment: see [`crate::trace_context`]), the session
+//!   notes its [`Facts`] (opcode, consistency, page size, keyspace, the parent) in its
+//!   connection's [`Requests`], keyed by the client's stream id; then what the rewrite and
+//!   routing made of it. Any other request costs the draw and nothing else: at 1 % sampling,
+//!   99 requests in 100 are not noted at all (`scripts/hop-cpu.sh` measures what is left).
 //! - at the answer, where the request's duration is known from the start stamp it already
 //!   carries, [`Tracing::answered`] decides: sampled when the answer is an error, when it took
 //!   at least the slow threshold, or by the head sampler (the client's sampled flag, or the
 //!   ratio on the trace id). Only then is a [`SpanRecord`] (a plain struct) filled and handed
-//!   to the exporter's bounded queue; an unsampled request never has a span object.
+//!   to the exporter's bounded queue; an unsampled request never has a span object. An error
+//!   or slow answer to a request the head sampler passed over has a span from what the answer
+//!   knows (its statement's shape, the node, the control group, the error, the duration),
+//!   without the request's own facts (consistency, page size, the rewrite's and routing's
+//!   outcomes).
 //!
 //! # Off the data path
 //! The exporter ([`export`]) runs on its own thread with its own runtime: it batches records,
@@ -82,6 +89,9 @@ pub struct Tracing {
 #[derive(Debug)]
 struct On {
     sampler: settings::Sampler,
+    /// The ratio test's bound on a trace id's low half shifted to 63 bits (see
+    /// [`ids::low_keeps`]), computed once.
+    head_below: u64,
     slow_nanos: u64,
     queue: SyncSender<export::Message>,
 }
@@ -107,6 +117,7 @@ impl Tracing {
         Ok(Tracing {
             on: Some(On {
                 sampler: settings.sampler,
+                head_below: ids::below(settings.sampler.ratio),
                 slow_nanos: settings.slow.map_or(u64::MAX, |d| {
                     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
                 }),
@@ -121,6 +132,7 @@ impl Tracing {
         Tracing {
             on: Some(On {
                 sampler: settings.sampler,
+                head_below: ids::below(settings.sampler.ratio),
                 slow_nanos: settings.slow.map_or(u64::MAX, |d| {
                     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
                 }),
@@ -146,26 +158,48 @@ impl Tracing {
         }
     }
 
-    /// Whether a request answered after `nanos`, with `parent`, as an error or not, is
-    /// traced, and under which trace id (the parent's, else a new one).
-    pub fn decide(&self, parent: Option<&TraceParent>, error: bool, nanos: u64) -> Decision {
+    /// The head sampler's draw for a request arriving now without a client's parent: the
+    /// low half of its trace id when the ratio keeps it (its [`Facts`] are then noted), `None`
+    /// when it does not (nothing is noted: only an error or a slow answer gives it a span,
+    /// from what the answer knows). One random number and a comparison.
+    #[inline]
+    pub fn draw(&self) -> Option<u64> {
+        let on = self.on.as_ref()?;
+        let low = ids::low();
+        ((low >> 1) < on.head_below).then_some(low)
+    }
+
+    /// Whether a request answered after `nanos`, with `parent` (else `drawn`, see
+    /// [`Tracing::draw`]), as an error or not, is traced, and under which trace id (the
+    /// parent's, else one with the drawn low half, else a new one).
+    pub fn decide(
+        &self,
+        parent: Option<&TraceParent>,
+        drawn: Option<u64>,
+        error: bool,
+        nanos: u64,
+    ) -> Decision {
         let Some(on) = &self.on else {
             return Decision::Drop;
         };
-        let trace_id = parent.map_or_else(ids::trace_id, |p| p.trace_id);
+        let head = match parent {
+            Some(p) if on.sampler.parent_based => p.sampled(),
+            Some(p) => ids::ratio_keeps(&p.trace_id, on.sampler.ratio),
+            None => drawn.is_some(),
+        };
         let why = if error {
             "error"
         } else if nanos >= on.slow_nanos {
             "slow"
-        } else {
-            let head = match parent {
-                Some(p) if on.sampler.parent_based => p.sampled(),
-                _ => ids::ratio_keeps(&trace_id, on.sampler.ratio),
-            };
-            if !head {
-                return Decision::Drop;
-            }
+        } else if head {
             "head"
+        } else {
+            return Decision::Drop;
+        };
+        let trace_id = match (parent, drawn) {
+            (Some(p), _) => p.trace_id,
+            (None, Some(low)) => ids::trace_id_with(low),
+            (None, None) => ids::trace_id(),
         };
         Decision::Keep(why, trace_id)
     }
@@ -174,6 +208,7 @@ impl Tracing {
     /// connection's [`Requests`]), `tag` its stream tag (start stamp, shape, group), `now` when
     /// the answer was read, `server` the node that answered. Decides, and for a sampled
     /// request queues its record.
+    #[inline]
     pub fn answered(
         &self,
         facts: Option<Facts>,
@@ -182,13 +217,30 @@ impl Tracing {
         answer: Answer<'_>,
         server: Option<SocketAddr>,
     ) {
-        let (Some(_), Some(started)) = (&self.on, tag.started) else {
+        let (Some(on), Some(started)) = (&self.on, tag.started) else {
             return;
         };
         let nanos = now.nanos_since(started);
-        let facts = facts.unwrap_or_default();
         let error = answer.is_error();
-        let Decision::Keep(why, trace_id) = self.decide(facts.parent.as_ref(), error, nanos) else {
+        if facts.is_none() && !error && nanos < on.slow_nanos {
+            // Passed over by the head sampler: a span only for an error or a slow answer.
+            return;
+        }
+        self.sample(facts.unwrap_or_default(), tag, nanos, answer, server);
+    }
+
+    /// [`Tracing::answered`] of a request that may have a span.
+    fn sample(
+        &self,
+        facts: Facts,
+        tag: &Tag,
+        nanos: u64,
+        answer: Answer<'_>,
+        server: Option<SocketAddr>,
+    ) {
+        let error = answer.is_error();
+        let decision = self.decide(facts.parent.as_ref(), facts.drawn, error, nanos);
+        let Decision::Keep(why, trace_id) = decision else {
             return;
         };
         let end = SystemTime::now();
@@ -268,10 +320,20 @@ mod ids {
 
     /// A random, valid (not all zero) trace id.
     pub fn trace_id() -> [u8; 16] {
+        trace_id_with(next() | 1)
+    }
+
+    /// A random trace id whose low half (the part the ratio test reads) is `low`.
+    pub fn trace_id_with(low: u64) -> [u8; 16] {
         let mut id = [0u8; 16];
         id[..8].copy_from_slice(&next().to_be_bytes());
-        id[8..].copy_from_slice(&(next() | 1).to_be_bytes());
+        id[8..].copy_from_slice(&(low | 1).to_be_bytes());
         id
+    }
+
+    /// A random low half of a trace id (valid: never zero).
+    pub fn low() -> u64 {
+        next() | 1
     }
 
     /// A random, valid span id.
@@ -282,16 +344,25 @@ mod ids {
     /// The spec's TraceIdRatioBased test: the trace id's last 8 bytes, as a number, below
     /// `ratio` of their range (as the SDKs compute it: shifted to 63 bits).
     pub fn ratio_keeps(trace_id: &[u8; 16], ratio: f64) -> bool {
-        if ratio >= 1.0 {
-            return true;
-        }
-        if ratio <= 0.0 {
-            return false;
-        }
         let mut low = [0u8; 8];
         low.copy_from_slice(&trace_id[8..]);
-        let x = u64::from_be_bytes(low) >> 1;
-        x < (ratio * (1u64 << 63) as f64) as u64
+        low_keeps(u64::from_be_bytes(low), ratio)
+    }
+
+    /// [`ratio_keeps`] of a trace id whose low half is `low`.
+    pub fn low_keeps(low: u64, ratio: f64) -> bool {
+        (low >> 1) < below(ratio)
+    }
+
+    /// The bound [`low_keeps`] compares a low half shifted to 63 bits with.
+    pub fn below(ratio: f64) -> u64 {
+        if ratio >= 1.0 {
+            u64::MAX
+        } else if ratio <= 0.0 {
+            0
+        } else {
+            (ratio * (1u64 << 63) as f64) as u64
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -34,6 +35,8 @@ pub struct Facts {
     pub rewrite: Option<&'static str>,
     /// `Ok` when sent to a replica of its partition, else why it went home.
     pub routing: Option<Result<(), &'static str>>,
+    /// The head sampler's draw, when it kept the request (see `Tracing::draw`).
+    pub drawn: Option<u64>,
 }
 
 impl Facts {
@@ -60,6 +63,42 @@ impl Facts {
             f.read_body(header, env.body());
         }
         f
+    }
+
+    /// Whether `env` may name a client's parent span: a custom payload, or a QUERY or PREPARE
+    /// whose statement ends with a comment (read only where [`Facts::of`] would read it).
+    pub fn may_have_parent(env: &Envelope, compression: Option<Compression>) -> bool {
+        let header = env.header();
+        if header
+            .flags
+            .has(autoprep_protocol::envelope::Flags::CUSTOM_PAYLOAD)
+        {
+            return true;
+        }
+        let plain = header.version >= autoprep_protocol::envelope::ProtocolVersion::V5
+            || compression.is_none()
+            || !header
+                .flags
+                .has(autoprep_protocol::envelope::Flags::COMPRESSION);
+        if !plain || !(header.opcode == Opcode::QUERY || header.opcode == Opcode::PREPARE) {
+            return false;
+        }
+        // Both bodies start with the statement, a [long string] (no custom payload before it).
+        let body = env.body();
+        let Some(len) = body
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            return false;
+        };
+        let Some(text) = body.get(4..4 + len as usize) else {
+            return false;
+        };
+        let end = text.trim_ascii_end();
+        end.strip_suffix(b";")
+            .unwrap_or(end)
+            .trim_ascii_end()
+            .ends_with(b"*/")
     }
 
     /// The facts of a request whose body is not read (a plain EXECUTE without a custom
@@ -122,9 +161,13 @@ impl Facts {
 
 /// A connection's requests in flight with their [`Facts`], by the client's stream id. Empty
 /// (and unallocated) while tracing is off; a stream id's entry is replaced by its next request.
+/// How many there are is also kept in an atomic that the connection reads without taking its
+/// lock ([`Requests::noted`]): at 1 % sampling the map is nearly always empty, and a request or
+/// an answer then takes no lock for it.
 #[derive(Debug, Default)]
 pub struct Requests {
     by_stream: HashMap<i16, Facts, BuildHasherDefault<StreamHasher>>,
+    noted: Arc<AtomicUsize>,
 }
 
 /// Hashes a stream id by one multiplication (Fibonacci hashing): the map's keys are small
@@ -150,10 +193,33 @@ impl Requests {
     /// Notes a request's facts.
     pub fn note(&mut self, stream: i16, facts: Facts) {
         self.by_stream.insert(stream, facts);
+        self.recount();
+    }
+
+    /// How many requests are noted, readable without the lock this map is under (updated
+    /// with every change of it).
+    pub fn noted(&self) -> Arc<AtomicUsize> {
+        self.noted.clone()
+    }
+
+    fn recount(&self) {
+        self.noted.store(self.by_stream.len(), Ordering::Release);
+    }
+
+    /// Forgets what was noted of an earlier request on `stream` (its id is reused by a
+    /// request that is not noted).
+    #[inline]
+    pub fn clear(&mut self, stream: i16) {
+        if !self.by_stream.is_empty() && self.by_stream.remove(&stream).is_some() {
+            self.recount();
+        }
     }
 
     /// Notes what the rewrite made of the request on `stream`.
     pub fn rewrite(&mut self, stream: i16, outcome: &'static str) {
+        if self.by_stream.is_empty() {
+            return;
+        }
         if let Some(f) = self.by_stream.get_mut(&stream) {
             f.rewrite = Some(outcome);
         }
@@ -161,14 +227,23 @@ impl Requests {
 
     /// Notes where routing sent the request on `stream`.
     pub fn routing(&mut self, stream: i16, outcome: Result<(), &'static str>) {
+        if self.by_stream.is_empty() {
+            return;
+        }
         if let Some(f) = self.by_stream.get_mut(&stream) {
             f.routing = Some(outcome);
         }
     }
 
     /// The facts of the request on `stream`, now answered.
+    #[inline]
     pub fn take(&mut self, stream: i16) -> Option<Facts> {
-        self.by_stream.remove(&stream)
+        if self.by_stream.is_empty() {
+            return None;
+        }
+        let facts = self.by_stream.remove(&stream);
+        self.recount();
+        facts
     }
 
     /// [`Requests::take`] for an answer from a replica: routed there, even when the answer

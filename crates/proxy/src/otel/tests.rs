@@ -34,22 +34,25 @@ fn tracing(
 fn off_decides_nothing() {
     let t = Tracing::off();
     assert!(!t.enabled());
-    assert_eq!(t.decide(None, true, u64::MAX), Decision::Drop);
+    assert_eq!(t.decide(None, None, true, u64::MAX), Decision::Drop);
 }
 
 #[test]
 fn errors_and_slow_requests_always_sampled() {
     let (t, _rx) = tracing(0.0, true);
     let unsampled = TraceParent::parse(TP.replace("-01", "-00").as_bytes()).unwrap();
-    assert_eq!(t.decide(Some(&unsampled), false, 1_000), Decision::Drop);
+    assert_eq!(
+        t.decide(Some(&unsampled), None, false, 1_000),
+        Decision::Drop
+    );
     assert!(
-        matches!(t.decide(Some(&unsampled), true, 1_000), Decision::Keep("error", id) if id == unsampled.trace_id)
+        matches!(t.decide(Some(&unsampled), None, true, 1_000), Decision::Keep("error", id) if id == unsampled.trace_id)
     );
     assert!(matches!(
-        t.decide(None, false, 100_000_000),
+        t.decide(None, None, false, 100_000_000),
         Decision::Keep("slow", _)
     ));
-    assert_eq!(t.decide(None, false, 99_999_999), Decision::Drop);
+    assert_eq!(t.decide(None, None, false, 99_999_999), Decision::Drop);
 }
 
 #[test]
@@ -57,17 +60,26 @@ fn head_sampling_follows_the_parent_or_the_ratio() {
     let sampled = TraceParent::parse(TP.as_bytes()).unwrap();
     let (parent_based, _rx) = tracing(0.0, true);
     assert!(matches!(
-        parent_based.decide(Some(&sampled), false, 1),
+        parent_based.decide(Some(&sampled), None, false, 1),
         Decision::Keep("head", _)
     ));
     let (ratio_only, _rx) = tracing(0.0, false);
-    assert_eq!(ratio_only.decide(Some(&sampled), false, 1), Decision::Drop);
-    // About the ratio asked for, over many new traces.
+    assert_eq!(
+        ratio_only.decide(Some(&sampled), None, false, 1),
+        Decision::Drop
+    );
+    // About the ratio asked for, over many new traces: drawn at the request, kept at the
+    // answer under a trace id whose low half is the draw.
     let (one_percent, _rx) = tracing(0.01, true);
     let kept = (0..100_000)
-        .filter(|_| one_percent.decide(None, false, 1) != Decision::Drop)
+        .filter_map(|_| one_percent.draw())
+        .filter(|&low| {
+            matches!(one_percent.decide(None, Some(low), false, 1),
+                Decision::Keep("head", id) if id[8..] == low.to_be_bytes())
+        })
         .count();
     assert!((700..1300).contains(&kept), "{kept}");
+    assert_eq!(one_percent.decide(None, None, false, 1), Decision::Drop);
 }
 
 /// A v4 QUERY envelope with `text`, page size 100 at LOCAL_QUORUM, and a custom payload.
@@ -231,7 +243,32 @@ fn a_full_queue_drops_and_counts() {
     };
     let env = query("x", None);
     for _ in 0..6 {
-        t.answered(None, &tag, Stamp::now(), Answer::Header(env.header()), None);
+        let facts = Facts {
+            drawn: t.draw(),
+            ..Facts::default()
+        };
+        t.answered(
+            Some(facts),
+            &tag,
+            Stamp::now(),
+            Answer::Header(env.header()),
+            None,
+        );
     }
+    // A request the head sampler passed over has no facts: answered, it has no span.
+    t.answered(None, &tag, Stamp::now(), Answer::Header(env.header()), None);
     assert_eq!(t.counts().dropped, 2, "a queue of 4");
+}
+
+#[test]
+fn only_a_payload_or_a_closing_comment_may_name_a_parent() {
+    let may = |env: &Envelope| Facts::may_have_parent(env, None);
+    assert!(!may(&query("SELECT v FROM t WHERE k = 1", None)));
+    assert!(may(&query("SELECT v FROM t WHERE k = 1", Some(TP))));
+    assert!(may(&query(
+        &format!("SELECT v FROM t WHERE k = 1 /*traceparent='{TP}'*/ ;"),
+        None
+    )));
+    // A comment elsewhere in the statement is not SQLCommenter's.
+    assert!(!may(&query("SELECT /* x */ v FROM t WHERE k = 1", None)));
 }

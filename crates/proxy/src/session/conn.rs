@@ -72,6 +72,8 @@ pub(super) struct Conn {
     pub(super) upstream_tls: Option<UpstreamTls>,
     /// Request spans (see [`crate::otel`]); off, it costs a flag read per request.
     pub(super) tracing: Arc<crate::otel::Tracing>,
+    /// How many requests' facts `state.traces` holds (see [`Conn::any_noted`]).
+    noted: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) settings: Settings,
     /// The compression STARTUP negotiated (see [`Conn::wire`]).
     negotiated: Negotiated,
@@ -119,7 +121,12 @@ pub(super) struct Place {
 impl Conn {
     /// The handle of a connection opened at `place`, with the parts of `ctx` a session uses.
     pub(super) fn open(ctx: &Context, place: Place) -> Conn {
+        let state = State {
+            streams: crate::streams::StreamTable::with_capacity(ctx.cfg.upstream_streams),
+            ..State::default()
+        };
         Conn {
+            noted: state.traces.noted(),
             rewriter: ctx.rewriter.clone(),
             cluster: ctx.cluster.clone(),
             topology: ctx.topology.clone(),
@@ -128,10 +135,7 @@ impl Conn {
             tracing: ctx.tracing.clone(),
             settings: Settings::of(&ctx.cfg),
             negotiated: Negotiated::default(),
-            state: Mutex::new(State {
-                streams: crate::streams::StreamTable::with_capacity(ctx.cfg.upstream_streams),
-                ..State::default()
-            }),
+            state: Mutex::new(state),
             freed: Notify::new(),
             prepares_answered: Notify::new(),
             node: place.node,
@@ -150,6 +154,22 @@ impl Conn {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means another reader panicked; the state is still usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether any request's facts are noted for its span, read without the lock: while none
+    /// is (tracing off, or none of the requests in flight sampled), nothing has to be taken
+    /// or cleared under it.
+    #[inline]
+    pub(super) fn any_noted(&self) -> bool {
+        self.noted.load(std::sync::atomic::Ordering::Acquire) != 0
+    }
+
+    /// The facts noted for the request on client stream `stream`, now answered.
+    pub(super) fn take_facts(&self, stream: i16) -> Option<crate::otel::Facts> {
+        if !self.any_noted() {
+            return None;
+        }
+        self.lock().traces.take(stream)
     }
 
     /// What reading this connection's bodies needs (no lock taken).

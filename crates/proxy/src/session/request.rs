@@ -303,11 +303,7 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
         note_handshake(&env, conn);
     }
     if conn.tracing.enabled() {
-        // The request's facts for its span.
-        let compression = conn.wire().compression;
-        let st = &mut *conn.lock();
-        let facts = crate::otel::Facts::of(&env, compression, st.keyspace.clone());
-        st.traces.note(header.stream.0, facts);
+        note_facts(&env, conn);
     }
     match plan {
         Plan::Prepared {
@@ -324,6 +320,28 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
     }
 }
 
+/// Notes a request's facts for its span (tracing on) when the head sampler keeps it or it may
+/// name a client's parent span; otherwise forgets an earlier request's on its stream id.
+fn note_facts(env: &Envelope, conn: &Conn) {
+    let stream = env.header().stream.0;
+    let drawn = conn.tracing.draw();
+    let compression = conn.wire().compression;
+    if drawn.is_none() && !crate::otel::Facts::may_have_parent(env, compression) {
+        if conn.any_noted() {
+            conn.lock().traces.clear(stream);
+        }
+        return;
+    }
+    let st = &mut *conn.lock();
+    let mut facts = crate::otel::Facts::of(env, compression, st.keyspace.clone());
+    facts.drawn = drawn;
+    if drawn.is_some() || facts.parent.is_some() {
+        st.traces.note(stream, facts);
+    } else {
+        st.traces.clear(stream);
+    }
+}
+
 /// A client EXECUTE that [`classify`] would send home as it is (read for nothing: see
 /// [`plan`]), with the upstream id it takes now; `Err` gives it back when it is read for
 /// something, or when every id is in flight (`send` then waits for one).
@@ -333,8 +351,7 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
     if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
-    let traced = conn.tracing.enabled();
-    match plain_execute_id(&mut conn.lock(), header, read_at, traced) {
+    match plain_execute_id(&mut conn.lock(), header, read_at, &conn.tracing) {
         Some(up) => {
             conn.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
@@ -345,10 +362,16 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
 
 /// The upstream id a plain EXECUTE (with `header`, once [`plan`] found it read for nothing)
 /// takes now; `None` for another request, or when every id is in flight.
-fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp, traced: bool) -> Option<i16> {
+fn plain_execute_id(
+    st: &mut State,
+    header: &Header,
+    read_at: Stamp,
+    tracing: &crate::otel::Tracing,
+) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
     }
+    let traced = tracing.enabled();
     // While tracing, a request with a custom payload (a client's traceparent) is classified:
     // its body is read.
     if traced && header.flags.has(Flags::CUSTOM_PAYLOAD) {
@@ -360,9 +383,15 @@ fn plain_execute_id(st: &mut State, header: &Header, read_at: Stamp, traced: boo
         .allocate_at(pending, None, Group::Other, read_at)
         .ok()?;
     if traced {
-        // Its facts for its span: the opcode and the connection's keyspace only.
-        let facts = crate::otel::Facts::of_header(header, st.keyspace.clone());
-        st.traces.note(header.stream.0, facts);
+        match tracing.draw() {
+            Some(drawn) => {
+                // Its facts for its span: the opcode and the connection's keyspace only.
+                let mut facts = crate::otel::Facts::of_header(header, st.keyspace.clone());
+                facts.drawn = Some(drawn);
+                st.traces.note(header.stream.0, facts);
+            }
+            None => st.traces.clear(header.stream.0),
+        }
     }
     Some(up)
 }
@@ -375,11 +404,10 @@ fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<By
     if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
         return None;
     }
-    let traced = conn.tracing.enabled();
     let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at, traced)?;
+        let up = plain_execute_id(&mut st, h, read_at, &conn.tracing)?;
         n += 1;
         Some(StreamId(up))
     });
@@ -602,7 +630,7 @@ fn classify_text(
                 (None, None) => Decision::pass("undecodable body"),
             };
             decision.record(shape.as_deref());
-            if conn.tracing.enabled() {
+            if conn.any_noted() {
                 // What the rewrite made of it, for its span.
                 let outcome = match &decision {
                     Decision::Execute { .. } => "rewritten",
@@ -844,7 +872,7 @@ async fn send_rewritten(conn: &Arc<Conn>, mut r: Rewritten) -> Result<(), End> {
 
 /// Where routing sent client stream `stream`'s request, for its span (while tracing is on).
 fn traced_routing(conn: &Conn, stream: i16, outcome: &Result<(), (BytesMut, &'static str)>) {
-    if conn.tracing.enabled() {
+    if conn.any_noted() {
         let to = outcome.as_ref().map(|_| ()).map_err(|(_, why)| *why);
         conn.lock().traces.routing(stream, to);
     }

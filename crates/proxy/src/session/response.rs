@@ -172,7 +172,7 @@ fn answered(env: &Envelope, tag: Tag, read_at: Stamp, conn: &Conn) {
     if header.stream.0 >= 0 {
         if conn.tracing.enabled() {
             // The request's span, if sampled.
-            let facts = conn.lock().traces.take(header.stream.0);
+            let facts = conn.take_facts(header.stream.0);
             let answered = crate::otel::Answer::Envelope(env, conn.wire().compression);
             (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
         }

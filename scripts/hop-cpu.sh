@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# autoprep's CPU per request with request tracing off and at given sampling ratios, natively:
+# benches/examples/hop_icount.rs with HOP_CPU set prints the process's CPU time per request
+# (every thread, kernel time included) over its measured region; autoprep's own is the run
+# through it less the same requests sent directly, measured in the same round. The settings
+# alternate within each round; the comparison is paired by round (a slow moment of the machine
+# weighs on every setting of its round), with a 95 % bootstrap interval of the mean ratio.
+# Usage: scripts/hop-cpu.sh [ROUNDS] [RATIO...]   (default 15 rounds, ratios 0.01)
+#        N=640000 requests per run (a multiple of 64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p autoprep-benches --example hop_icount
+rounds=${1:-15}
+shift || true
+ratios=("$@")
+[ ${#ratios[@]} -gt 0 ] || ratios=(0.01)
+bin=${CARGO_TARGET_DIR:-target}/release/examples/hop_icount
+N=${N:-640000}
+# One run: KIND TARGET RATIO ("off": tracing off) -> ns per request.
+one() {
+    if [ "$3" = off ]; then
+        env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$bin" "$1" "$2" "$N" 2>/dev/null
+    else
+        HOP_CPU=1 OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 \
+            OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=traceidratio \
+            OTEL_TRACES_SAMPLER_ARG="$3" "$bin" "$1" "$2" "$N" 2>/dev/null
+    fi | sed -n 's/^cpu_ns_per_request //p'
+}
+for r in $(seq "$rounds"); do
+    for kind in execute query; do
+        d=$(one "$kind" direct off)
+        for s in off "${ratios[@]}"; do
+            echo "$r $kind $s $(one "$kind" proxy "$s") $d"
+        done
+    done
+done | python3 -c '
+import random, statistics, sys
+runs = {}
+for line in sys.stdin:
+    r, kind, s, p, d = line.split()
+    runs.setdefault((kind, s), {})[r] = float(p) - float(d)
+    print(f"round {r} {kind:7} {s:>5}: {float(p) - float(d):7.1f} ns autoprep ({p} through, {d} direct)", flush=True)
+rng = random.Random(29)
+for (kind, s), by_round in sorted(runs.items()):
+    base = runs[(kind, "off")]
+    med = statistics.median(by_round.values())
+    line = f"{kind:7} {s:>5}: median {med:7.1f} ns per request"
+    if s != "off":
+        ratios = [by_round[r] / base[r] for r in by_round]
+        means = sorted(statistics.fmean(rng.choices(ratios, k=len(ratios))) for _ in range(10000))
+        line += (f", paired ratio to off: median {(statistics.median(ratios) - 1) * 100:+.1f} %, "
+                 f"mean {(statistics.fmean(ratios) - 1) * 100:+.1f} % "
+                 f"(95 % interval {(means[250] - 1) * 100:+.1f} to {(means[9749] - 1) * 100:+.1f} %)")
+    print(line)
+'
