@@ -71,6 +71,9 @@ pub struct CacheStats {
     pub prepares_succeeded: u64,
     pub prepares_failed: u64,
     pub invalidations: u64,
+    /// Entries recorded for a node from another node's, the id known there (see
+    /// [`PreparedCache::adopt`]): PREPAREs not sent.
+    pub adopted: u64,
     pub negative_entries: usize,
 }
 
@@ -95,6 +98,8 @@ struct Inner {
     stats: CacheStats,
     /// Counts the schema changes seen (see [`PreparedCache::schema_epoch`]).
     schema_epoch: u64,
+    /// The highest node id an entry was recorded for (see [`PreparedCache::adopt`]).
+    max_node: NodeId,
 }
 
 /// The cache: cheap to share (`Arc`), one short lock per call.
@@ -122,6 +127,7 @@ impl PreparedCache {
                 bytes: 0,
                 stats: CacheStats::default(),
                 schema_epoch: 0,
+                max_node: 0,
             }),
             admission_threshold: AtomicU32::new(cfg.admission_threshold),
             cfg,
@@ -224,24 +230,52 @@ impl PreparedCache {
     /// Records a successful PREPARE; returns how many entries were evicted to make room.
     pub fn prepared(&self, node: NodeId, hash: ShapeHash, entry: PreparedEntry) -> usize {
         let mut g = self.lock();
-        let inner = &mut *g;
+        g.stats.prepares_succeeded += 1;
+        Self::put_ready(&self.cfg, &mut g, node, hash, Arc::new(entry))
+    }
+
+    /// A shape about to be prepared on `node`, when another node's entry of it has an id
+    /// `holds` says `node` already has (the server's id is the MD5 of keyspace and text, the
+    /// same on every node): that entry is recorded for `node` too, and no PREPARE is needed.
+    /// Whether it was (or `node` already had one). Should the node not know the id after all,
+    /// its UNPREPARED answer invalidates the entry as for any other.
+    pub fn adopt(&self, node: NodeId, hash: ShapeHash, holds: impl Fn(&[u8]) -> bool) -> bool {
+        let mut g = self.lock();
+        if g.ready.contains(&(node, hash)) {
+            return true;
+        }
+        let found = (0..=g.max_node)
+            .filter(|&other| other != node)
+            .find_map(|other| g.ready.peek(&(other, hash)).map(|r| r.entry.clone()))
+            .filter(|e| holds(&e.id));
+        let Some(entry) = found else {
+            return false;
+        };
+        g.stats.adopted += 1;
+        Self::put_ready(&self.cfg, &mut g, node, hash, entry);
+        true
+    }
+
+    /// `entry` ready for `hash` on `node` (what it waited as forgotten); the least recently
+    /// used entries evicted past the bounds, how many returned.
+    fn put_ready(
+        cfg: &CacheConfig,
+        inner: &mut Inner,
+        node: NodeId,
+        hash: ShapeHash,
+        entry: Arc<PreparedEntry>,
+    ) -> usize {
         let k = (node, hash);
         inner.pending.pop(&k);
-        inner.stats.prepares_succeeded += 1;
+        inner.max_node = inner.max_node.max(node);
         let weight = entry.weight();
-        if let Some(old) = inner.ready.put(
-            k,
-            Ready {
-                entry: Arc::new(entry),
-                weight,
-            },
-        ) {
+        if let Some(old) = inner.ready.put(k, Ready { entry, weight }) {
             inner.bytes -= old.weight;
         }
         inner.bytes += weight;
         let mut evicted = 0;
-        while inner.ready.len() > self.cfg.max_entries.max(1)
-            || (inner.bytes > self.cfg.max_bytes && inner.ready.len() > 1)
+        while inner.ready.len() > cfg.max_entries.max(1)
+            || (inner.bytes > cfg.max_bytes && inner.ready.len() > 1)
         {
             match inner.ready.pop_lru() {
                 Some((_, r)) => {
@@ -435,6 +469,28 @@ mod tests {
         c.prepared(2, key("b").hash, entry("b"));
         assert_eq!(c.entries_on(1), 1);
         assert_eq!(c.entries_on(3), 0);
+    }
+
+    #[test]
+    fn a_shape_prepared_on_another_node_is_adopted_where_its_id_is_known() {
+        let c = cache(1, 10);
+        let a = key("a").hash;
+        c.prepared(1, a, entry("a"));
+        // Not known to hold the id: a PREPARE is needed.
+        assert!(!c.adopt(2, a, |_| false));
+        assert!(c.ready(2, a).is_none());
+        assert!(c.adopt(2, a, |id| id == [1; 16]));
+        assert_eq!(
+            c.ready(2, a).map(|e| e.id.clone()),
+            c.ready(1, a).map(|e| e.id.clone())
+        );
+        // A node below the first one's id too; a node that has it already needs nothing.
+        assert!(c.adopt(0, a, |_| true));
+        assert!(c.adopt(1, a, |_| false));
+        assert_eq!(c.stats().adopted, 2);
+        assert_eq!(c.stats().entries, 3);
+        // A shape prepared nowhere is not adopted.
+        assert!(!c.adopt(2, key("b").hash, |_| true));
     }
 
     #[test]

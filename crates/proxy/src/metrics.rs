@@ -484,6 +484,12 @@ impl Metrics {
             &[],
             cache.invalidations,
         );
+        e.head(
+            "autoprep_cache_adopted_total",
+            "counter",
+            "Shapes recorded as prepared on a node from another node's entry, the node known to hold its id: PREPAREs not sent.",
+        );
+        e.sample("autoprep_cache_adopted_total", &[], cache.adopted);
 
         e.head(
             "autoprep_shapes_tracked",

@@ -37,7 +37,7 @@ impl Rewriter {
     }
 
     /// Records the answer to the proxy's own PREPARE in the cache, under the shape's hash (with
-    /// its MD5 fingerprint).
+    /// its MD5 fingerprint); the statement's id when it was cached.
     pub fn prepared(
         &self,
         env: &Envelope,
@@ -46,7 +46,7 @@ impl Rewriter {
         text: String,
         keyspace: Option<String>,
         wire: Wire,
-    ) {
+    ) -> Option<Bytes> {
         let now = Instant::now();
         let entry = (|| {
             if env.header().opcode != Opcode::RESULT {
@@ -91,18 +91,22 @@ impl Rewriter {
                     "a PREPARED answer not proven to be the shape's keyspace and table; not used"
                 );
                 self.cache.abandoned(node, hash);
+                None
             }
             Some(Ok(e)) => {
                 // A normalized shape carries no literal values: safe to log.
                 debug!(shape = %e.text, binds = e.bind_types.len(), "shape prepared");
                 Metrics::inc(&self.metrics.prepares_ok);
+                let id = e.id.clone();
                 self.cache.prepared(node, hash, e);
+                Some(id)
             }
             None => {
                 Metrics::inc(&self.metrics.prepares_failed);
                 self.shapes.prepare_failed(hash);
                 debug!("PREPARE of a shape failed; it passes through for a while");
                 self.cache.failed(node, hash, "prepare failed", now);
+                None
             }
         }
     }

@@ -410,7 +410,12 @@ fn prepare_answered(
         return;
     }
     let (node, wire) = (conn.node, conn.wire());
-    (conn.rewriter).prepared(env, node, (hash, fingerprint), text, keyspace, wire);
+    let id = (conn.rewriter).prepared(env, node, (hash, fingerprint), text, keyspace, wire);
+    if let (Some(id), Some(home)) = (id, conn.home) {
+        // The node holds it for every connection of the process: neither a replica
+        // connection to it nor a connection homed there prepares it again.
+        conn.cluster.learn(home, &id);
+    }
 }
 
 /// A rewritten request answered UNPREPARED, under upstream id `up`.

@@ -137,6 +137,16 @@ pub(super) async fn send_prepare(
     conn: &Conn,
     client: Option<Box<literal_prepare::ClientPrepare>>,
 ) -> Result<(), End> {
+    if let (None, Some(home)) = (&client, conn.home) {
+        // Prepared on the home node already, by another connection of the process (as its
+        // home, or through a replica connection): the node's prepared statements are shared
+        // by all its connections, and the id is the same on every node.
+        let holds = |id: &[u8]| conn.cluster.holds(home, id);
+        if conn.rewriter.cache.adopt(conn.node, p.hash, holds) {
+            debug!("the home node already holds the shape's statement: not prepared again");
+            return Ok(());
+        }
+    }
     let Some(frame) = prepare_frame(version, &p.text, p.keyspace.as_deref()) else {
         conn.rewriter.cache.abandoned(conn.node, p.hash);
         if let Some(c) = client {
