@@ -135,7 +135,7 @@ class Sidecar:
             return
         want = ("autoprep_prepares_total", "autoprep_literal_server_prepares_total",
                 "autoprep_routed_total", "autoprep_home_connections_total",
-                "autoprep_client_connections ")
+                "autoprep_cache_adopted_total", "autoprep_client_connections ")
         life["metrics"] = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
                            for line in text.splitlines()
                            if line.startswith(want) and not line.startswith("#")}
