@@ -6,7 +6,11 @@
 # alternate within each round; the comparison is paired by round (a slow moment of the machine
 # weighs on every setting of its round), with a 95 % bootstrap interval of the mean ratio.
 # Usage: scripts/hop-cpu.sh [ROUNDS] [RATIO...]   (default 15 rounds, ratios 0.01)
-#        N=640000 requests per run (a multiple of 64).
+#        N=128000 requests per run (a multiple of 64; at 1 %, fewer spans than the exporter's
+#        queue holds: none is dropped). ENDPOINT=http://host:port sends the
+#        spans to a collector over http/protobuf (scripts/otelcol.sh starts one); by default
+#        to a port nobody listens on, where each export fails at once. BIN names another
+#        build of the example (to compare builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p autoprep-benches --example hop_icount
@@ -14,14 +18,14 @@ rounds=${1:-15}
 shift || true
 ratios=("$@")
 [ ${#ratios[@]} -gt 0 ] || ratios=(0.01)
-bin=${CARGO_TARGET_DIR:-target}/release/examples/hop_icount
-N=${N:-640000}
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/examples/hop_icount}
+N=${N:-128000}
 # One run: KIND TARGET RATIO ("off": tracing off) -> ns per request.
 one() {
     if [ "$3" = off ]; then
         env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$bin" "$1" "$2" "$N" 2>/dev/null
     else
-        HOP_CPU=1 OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 \
+        HOP_CPU=1 OTEL_EXPORTER_OTLP_ENDPOINT="${ENDPOINT:-http://127.0.0.1:9}" \
             OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=traceidratio \
             OTEL_TRACES_SAMPLER_ARG="$3" "$bin" "$1" "$2" "$N" 2>/dev/null
     fi | sed -n 's/^cpu_ns_per_request //p'

@@ -36,7 +36,8 @@
 //! request's facts, the sampling decision, building the sampled spans and queuing them).
 //!
 //! With `HOP_CPU` set (and run natively), it also prints the process's CPU time per request
-//! over the measured region, every thread's, kernel time included: `scripts/hop-cpu.sh`
+//! over the measured region, every thread's, kernel time included, and with tracing on the
+//! export of the region's spans (flushed before the time is read): `scripts/hop-cpu.sh`
 //! compares settings with it.
 
 use autoprep::config::Config;
@@ -247,6 +248,11 @@ fn main() -> anyhow::Result<()> {
     };
     let mut client = rt.block_on(Client::connect(addr, kind))?;
     rt.block_on(client.run(WARMUP_BATCHES))?;
+    if let Some(ctx) = ctx.as_ref().filter(|c| c.tracing.enabled()) {
+        // The warm-up's spans exported: the exporter's connection is open before the
+        // measured region.
+        ctx.tracing.flush(std::time::Duration::from_secs(30));
+    }
     if let Some(ctx) = &ctx {
         // As in front of a one-node cluster: its view read, nothing to route.
         let nodes = ctx.cluster.current().map(|v| v.node_count());
@@ -258,12 +264,24 @@ fn main() -> anyhow::Result<()> {
     let before = seen.counts();
     let cpu = process_cpu_ns();
     measured(&rt, &mut client, batches)?;
+    if let Some(ctx) = ctx.as_ref().filter(|c| c.tracing.enabled()) {
+        // Every span of the measured requests exported, on the exporter's thread, before the
+        // CPU time is read (HOP_CPU); it waits, at most a poll of the exporter's queue.
+        ctx.tracing.flush(std::time::Duration::from_secs(30));
+    }
     let cpu = process_cpu_ns() - cpu;
     let after = seen.counts();
     if std::env::var_os("HOP_CPU").is_some() {
         // Natively (not under callgrind): the process's CPU time per request over the
         // measured region, every thread's (the exporter's included), kernel time included.
         println!("cpu_ns_per_request {:.1}", cpu as f64 / n as f64);
+        if let Some(ctx) = &ctx {
+            let c = ctx.tracing.counts();
+            eprintln!(
+                "hop_icount: spans exported {}, dropped {}, failed {}",
+                c.exported, c.dropped, c.failed
+            );
+        }
     }
     let (queries, prepares, executes) =
         (after.0 - before.0, after.1 - before.1, after.2 - before.2);
