@@ -99,8 +99,9 @@ pub fn without_metadata_changed<'a>(
     // kind (4), flags (4), column count (4), then the paging state when there are more pages.
     let flags_at = 4;
     let mut id_at = 12;
-    if let Some(p) = rows.metadata.paging_state {
-        id_at += 4 + p.len();
+    if rows.metadata.flags & metadata_flags::HAS_MORE_PAGES != 0 {
+        // Its [bytes]: the length, then as many bytes (none when it is null, length < 0).
+        id_at += 4 + rows.metadata.paging_state.map_or(0, <[u8]>::len);
     }
     let id_end = id_at + 2 + new_id.len();
     let flags = rows.metadata.flags & !metadata_flags::METADATA_CHANGED;
@@ -322,6 +323,38 @@ mod tests {
             let _ = edit_cells(&b, ProtocolVersion::V5, &[true, false, true], |_, c, o| write_bytes(o, c).unwrap(), &mut Vec::new());
             let _ = drop_rows(&b, ProtocolVersion::V5, &mut Vec::new());
         }
+    }
+
+    /// Found by the `edits` fuzz target: more pages announced with a null paging state (a
+    /// [bytes] of length -1) still has its 4 length bytes before the new metadata id.
+    #[test]
+    fn metadata_changed_after_a_null_paging_state() {
+        let mut m = Vec::new();
+        m.put_i32(kind::ROWS);
+        let flags = metadata_flags::NO_METADATA
+            | metadata_flags::HAS_MORE_PAGES
+            | metadata_flags::METADATA_CHANGED;
+        m.put_i32(flags);
+        m.put_i32(1);
+        write_bytes(&mut m, None).unwrap();
+        m.put_u16(3);
+        m.extend_from_slice(b"new");
+        m.put_i32(0);
+        let mut out = Vec::new();
+        let changed = without_metadata_changed(&m, ProtocolVersion::V5, &mut out)
+            .unwrap()
+            .expect("changed");
+        assert_eq!(changed.id, b"new");
+        let mut expected = m[..4].to_vec();
+        expected.extend_from_slice(&(flags & !metadata_flags::METADATA_CHANGED).to_be_bytes());
+        expected.extend_from_slice(&m[8..16]);
+        expected.extend_from_slice(&m[21..]);
+        assert_eq!(out, expected);
+        let ResultView::Rows(r) = ResultView::parse(&out, ProtocolVersion::V5).unwrap() else {
+            panic!("not rows")
+        };
+        assert_eq!(r.metadata.paging_state, None);
+        assert_eq!(r.metadata.new_metadata_id, None);
     }
 
     #[test]
