@@ -37,14 +37,8 @@ while (($#)); do
         *) EXTRA+=("$1"); shift ;;
     esac
 done
-log() { printf '[fleet.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
-BIN="${AUTOPREP_BIN:-$TARGET_DIR/release/autoprep}"
-if [[ ! -x "$BIN" ]]; then
-    log "building $BIN"
-    (cd "$REPO_DIR" && CARGO_TARGET_DIR="$TARGET_DIR" nice -n 10 cargo build --release -q -p autoprep)
-fi
+BIN="$(soak_binary "$REPO_DIR")"
 VENV="$("$SCRIPT_DIR/venv.sh")"
 OUT="${OUT:-$REPO_DIR/.cache/fleet/$(date +%Y%m%d-%H%M%S)}"
 if [[ -z "$RESULTS" && "$SIDECARS" == 50 ]]; then
@@ -52,16 +46,7 @@ if [[ -z "$RESULTS" && "$SIDECARS" == 50 ]]; then
 fi
 mkdir -p "$OUT"
 
-started_cluster=0
-"$SCRIPT_DIR/cluster.sh" status >/dev/null 2>&1 || started_cluster=1
-cleanup() {
-    if (( started_cluster && ! KEEP )); then
-        log "stopping the cluster"
-        "$SCRIPT_DIR/cluster.sh" stop || true
-    fi
-}
-trap cleanup EXIT
-nice -n 10 "$SCRIPT_DIR/cluster.sh" start
+soak_cluster "$SCRIPT_DIR"
 
 ARGS=(--sidecars "$SIDECARS" --out "$OUT" --binary "$BIN")
 [[ -n "$RESULTS" ]] && ARGS+=(--results "$RESULTS")

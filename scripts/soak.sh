@@ -60,29 +60,12 @@ done
 
 log() { printf '[soak.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
-BIN="${AUTOPREP_BIN:-$TARGET_DIR/release/autoprep}"
-if [[ ! -x "$BIN" ]]; then
-    log "building $BIN"
-    (cd "$REPO_DIR" && CARGO_TARGET_DIR="$TARGET_DIR" nice -n 10 cargo build --release -q -p autoprep)
-fi
+BIN="$(soak_binary "$REPO_DIR")"
 VENV="$("$SCRIPT_DIR/venv.sh")"
 OUT="${OUT:-$REPO_DIR/.cache/soak/$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
-started_cluster=0
-if ! "$SCRIPT_DIR/cluster.sh" status >/dev/null 2>&1; then
-    started_cluster=1
-fi
-cleanup() {
-    if (( started_cluster && ! KEEP )); then
-        log "stopping the cluster"
-        "$SCRIPT_DIR/cluster.sh" stop || true
-    fi
-}
-trap cleanup EXIT
-log "starting (or reusing) the cluster $AUTOPREP_CLUSTER_NODES"
-nice -n 10 "$SCRIPT_DIR/cluster.sh" start
+soak_cluster "$SCRIPT_DIR"
 
 RUNID="$(date +%H%M%S)"
 PY=(nice -n 10 "$VENV/bin/python" "$REPO_DIR/tests/soak/soak.py")

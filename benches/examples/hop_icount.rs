@@ -41,6 +41,7 @@
 //! compares settings with it.
 
 use autoprep::config::Config;
+use autoprep_benches::procfs;
 use autoprep_benches::standin::{self, COLUMNS, TABLE};
 use autoprep_protocol::envelope::{Opcode, HEADER_LEN};
 use autoprep_protocol::message::result::kind;
@@ -192,19 +193,6 @@ fn measured(rt: &Runtime, client: &mut Client, batches: usize) -> std::io::Resul
     rt.block_on(client.run(batches))
 }
 
-/// CPU time of every thread of this process so far, in nanoseconds (the first field of each
-/// thread's `/proc/self/task/<tid>/schedstat`); 0 where it cannot be read.
-fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 fn usage() -> ! {
     eprintln!("usage: hop_icount execute|query proxy|direct N   (N a multiple of {BATCH})");
     std::process::exit(2)
@@ -262,6 +250,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let before = seen.counts();
+    let process_cpu_ns = || procfs::process_cpu_ns(std::process::id()).unwrap_or(0);
     let cpu = process_cpu_ns();
     measured(&rt, &mut client, batches)?;
     if let Some(ctx) = ctx.as_ref().filter(|c| c.tracing.enabled()) {

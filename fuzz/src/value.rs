@@ -169,7 +169,7 @@ fn check_depth(ty: &ColumnType, v: &[u8], depth: usize) -> Result<(), Invalid> {
             dimension,
         } => {
             let mut rest = v;
-            let size = fixed_size(e);
+            let size = e.fixed_size();
             for _ in 0..*dimension {
                 let item = match size {
                     Some(n) => take(&mut rest, n)?,
@@ -190,20 +190,6 @@ fn check_depth(ty: &ColumnType, v: &[u8], depth: usize) -> Result<(), Invalid> {
             }
             end(rest)
         }
-    }
-}
-
-/// `valueLengthIfFixed()` of the types a vector packs without length prefixes.
-pub fn fixed_size(ty: &ColumnType) -> Option<usize> {
-    match ty {
-        ColumnType::Boolean => Some(1),
-        ColumnType::Int | ColumnType::Float => Some(4),
-        ColumnType::Bigint | ColumnType::Double | ColumnType::Timestamp => Some(8),
-        ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
-        ColumnType::Vector { element, dimension } => {
-            fixed_size(element)?.checked_mul(usize::try_from(*dimension).ok()?)
-        }
-        _ => None,
     }
 }
 

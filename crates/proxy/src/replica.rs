@@ -72,24 +72,29 @@ pub enum OpenError {
 /// What an answer on a replica connection is for.
 #[derive(Debug)]
 pub enum Routed {
-    /// A client's request: `stream` is the client's id, `original` what the client sent (to
-    /// send home if the replica does not know `id`).
-    Client {
-        stream: i16,
-        original: Bytes,
-        id: Bytes,
-        hash: Option<autoprep_cache::ShapeHash>,
-        /// A read: running it twice changes nothing, so when the connection ends with it in
-        /// flight it is sent home again.
-        read: bool,
-        /// For the response-time metrics (overall, per shape, control comparison).
-        tag: crate::streams::Tag,
-        /// Statements prepared with literals inline the request references: the home node
-        /// learns them before `original` is sent there (see `crate::rewrite::literal_prepare`).
-        literals: Vec<std::sync::Arc<crate::rewrite::literal_prepare::Statement>>,
-    },
+    /// A client's request.
+    Client(RoutedRequest),
     /// A request of the proxy's own (USE, PREPARE on the replica).
     Own(oneshot::Sender<Envelope>),
+}
+
+/// A client's request sent to a replica: what its answer (or the connection's end) needs.
+#[derive(Debug)]
+pub struct RoutedRequest {
+    /// The client's stream id.
+    pub stream: i16,
+    /// What the client sent (sent home if the replica does not know `id`).
+    pub original: Bytes,
+    pub id: Bytes,
+    pub hash: Option<autoprep_cache::ShapeHash>,
+    /// A read: running it twice changes nothing, so when the connection ends with it in
+    /// flight it is sent home again.
+    pub read: bool,
+    /// For the response-time metrics (overall, per shape, control comparison).
+    pub tag: crate::streams::Tag,
+    /// Statements prepared with literals inline the request references: the home node
+    /// learns them before `original` is sent there (see `crate::rewrite::literal_prepare`).
+    pub literals: Vec<std::sync::Arc<crate::rewrite::literal_prepare::Statement>>,
 }
 
 #[derive(Debug, Default)]

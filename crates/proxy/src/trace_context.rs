@@ -86,11 +86,7 @@ impl TraceParent {
     /// blanks and one `;` after it allowed).
     pub fn from_comment(text: &[u8]) -> Option<TraceParent> {
         let key = b"traceparent='";
-        // The end first: a statement that does not end with a comment (nearly all) costs a
-        // few byte compares, and no substring searcher is built for it.
-        let end = text.trim_ascii_end();
-        let end = end.strip_suffix(b";").unwrap_or(end).trim_ascii_end();
-        let body = end.strip_suffix(b"*/")?;
+        let body = before_closing_comment(text)?;
         let open = memchr::memmem::rfind(body, b"/*")?;
         let comment = &body[open + 2..];
         // The key starts the comment or follows a comma of another pair.
@@ -114,6 +110,18 @@ impl TraceParent {
             self.flags
         )
     }
+}
+
+/// The statement `text` up to the `*/` of the comment that ends it (trailing blanks and one
+/// `;` after it allowed), or `None` when no comment ends it. Looked at first, from the end: a
+/// statement that does not end with a comment (nearly all) costs a few byte compares, and no
+/// substring searcher is built for it.
+pub fn before_closing_comment(text: &[u8]) -> Option<&[u8]> {
+    let end = text.trim_ascii_end();
+    end.strip_suffix(b";")
+        .unwrap_or(end)
+        .trim_ascii_end()
+        .strip_suffix(b"*/")
 }
 
 /// Two lower-case hexadecimal digits.

@@ -49,6 +49,21 @@ pub enum ColumnType {
 const MAX_DEPTH: usize = 64;
 
 impl ColumnType {
+    /// `AbstractType.valueLengthIfFixed()`: the size every value of this type has, for the
+    /// types a vector packs without length prefixes; `None` for the others.
+    pub fn fixed_size(&self) -> Option<usize> {
+        match self {
+            ColumnType::Boolean => Some(1),
+            ColumnType::Int | ColumnType::Float => Some(4),
+            ColumnType::Bigint | ColumnType::Double | ColumnType::Timestamp => Some(8),
+            ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
+            ColumnType::Vector { element, dimension } => element
+                .fixed_size()?
+                .checked_mul(usize::try_from(*dimension).ok()?),
+            _ => None,
+        }
+    }
+
     /// Reads one type `[option]`, advancing `buf`.
     pub fn read(buf: &mut &[u8]) -> Result<ColumnType, DecodeError> {
         Self::read_depth(buf, 0)

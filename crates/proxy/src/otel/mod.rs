@@ -96,6 +96,19 @@ struct On {
     queue: SyncSender<export::Message>,
 }
 
+impl On {
+    fn new(settings: &Settings, queue: SyncSender<export::Message>) -> On {
+        On {
+            sampler: settings.sampler,
+            head_below: ids::below(settings.sampler.ratio),
+            slow_nanos: settings.slow.map_or(u64::MAX, |d| {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+            }),
+            queue,
+        }
+    }
+}
+
 /// What the decision at the answer says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -115,14 +128,7 @@ impl Tracing {
         let counters = Arc::new(Counters::default());
         let queue = export::spawn(settings, counters.clone())?;
         Ok(Tracing {
-            on: Some(On {
-                sampler: settings.sampler,
-                head_below: ids::below(settings.sampler.ratio),
-                slow_nanos: settings.slow.map_or(u64::MAX, |d| {
-                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-                }),
-                queue,
-            }),
+            on: Some(On::new(settings, queue)),
             counters,
         })
     }
@@ -130,14 +136,7 @@ impl Tracing {
     /// A tracer that samples like `settings` and queues into `queue` (tests).
     pub fn with_queue(settings: &Settings, queue: SyncSender<export::Message>) -> Tracing {
         Tracing {
-            on: Some(On {
-                sampler: settings.sampler,
-                head_below: ids::below(settings.sampler.ratio),
-                slow_nanos: settings.slow.map_or(u64::MAX, |d| {
-                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-                }),
-                queue,
-            }),
+            on: Some(On::new(settings, queue)),
             counters: Arc::default(),
         }
     }
@@ -226,7 +225,13 @@ impl Tracing {
             // Passed over by the head sampler: a span only for an error or a slow answer.
             return;
         }
-        self.sample(facts.unwrap_or_default(), tag, nanos, answer, server);
+        self.sample(
+            facts.unwrap_or_default(),
+            tag,
+            (nanos, error),
+            answer,
+            server,
+        );
     }
 
     /// [`Tracing::answered`] of a request that may have a span.
@@ -234,11 +239,10 @@ impl Tracing {
         &self,
         facts: Facts,
         tag: &Tag,
-        nanos: u64,
+        (nanos, error): (u64, bool),
         answer: Answer<'_>,
         server: Option<SocketAddr>,
     ) {
-        let error = answer.is_error();
         let decision = self.decide(facts.parent.as_ref(), facts.drawn, error, nanos);
         let Decision::Keep(why, trace_id) = decision else {
             return;

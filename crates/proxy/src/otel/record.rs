@@ -54,15 +54,20 @@ impl Facts {
             keyspace,
             ..Facts::default()
         };
-        let plain = header.version >= autoprep_protocol::envelope::ProtocolVersion::V5
-            || compression.is_none()
-            || !header
-                .flags
-                .has(autoprep_protocol::envelope::Flags::COMPRESSION);
-        if plain {
+        if Self::readable(header, compression) {
             f.read_body(header, env.body());
         }
         f
+    }
+
+    /// Whether a request's body is read here: v5 envelopes are never compressed; a v4 body
+    /// only when the connection negotiated no compression or the envelope is not compressed.
+    fn readable(header: &Header, compression: Option<Compression>) -> bool {
+        header.version >= autoprep_protocol::envelope::ProtocolVersion::V5
+            || compression.is_none()
+            || !header
+                .flags
+                .has(autoprep_protocol::envelope::Flags::COMPRESSION)
     }
 
     /// Whether `env` may name a client's parent span: a custom payload, or a QUERY or PREPARE
@@ -75,12 +80,8 @@ impl Facts {
         {
             return true;
         }
-        let plain = header.version >= autoprep_protocol::envelope::ProtocolVersion::V5
-            || compression.is_none()
-            || !header
-                .flags
-                .has(autoprep_protocol::envelope::Flags::COMPRESSION);
-        if !plain || !(header.opcode == Opcode::QUERY || header.opcode == Opcode::PREPARE) {
+        let statement = header.opcode == Opcode::QUERY || header.opcode == Opcode::PREPARE;
+        if !statement || !Self::readable(header, compression) {
             return false;
         }
         // Both bodies start with the statement, a [long string] (no custom payload before it).

@@ -164,6 +164,12 @@ impl Conn {
         self.noted.load(std::sync::atomic::Ordering::Acquire) != 0
     }
 
+    /// The tracer while tracing is on (read once for a run of requests).
+    #[inline]
+    pub(super) fn traced(&self) -> Option<&crate::otel::Tracing> {
+        self.tracing.enabled().then_some(&*self.tracing)
+    }
+
     /// The facts noted for the request on client stream `stream`, now answered.
     pub(super) fn take_facts(&self, stream: i16) -> Option<crate::otel::Facts> {
         if !self.any_noted() {

@@ -351,7 +351,7 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
     if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
-    match plain_execute_id(&mut conn.lock(), header, read_at, &conn.tracing) {
+    match plain_execute_id(&mut conn.lock(), header, read_at, conn.traced()) {
         Some(up) => {
             conn.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
@@ -366,15 +366,14 @@ fn plain_execute_id(
     st: &mut State,
     header: &Header,
     read_at: Stamp,
-    tracing: &crate::otel::Tracing,
+    tracing: Option<&crate::otel::Tracing>,
 ) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
     }
-    let traced = tracing.enabled();
     // While tracing, a request with a custom payload (a client's traceparent) is classified:
     // its body is read.
-    if traced && header.flags.has(Flags::CUSTOM_PAYLOAD) {
+    if tracing.is_some() && header.flags.has(Flags::CUSTOM_PAYLOAD) {
         return None;
     }
     let pending = Pending::client(header.stream.0);
@@ -382,7 +381,7 @@ fn plain_execute_id(
         .streams
         .allocate_at(pending, None, Group::Other, read_at)
         .ok()?;
-    if traced {
+    if let Some(tracing) = tracing {
         match tracing.draw() {
             Some(drawn) => {
                 // Its facts for its span: the opcode and the connection's keyspace only.
@@ -404,10 +403,11 @@ fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<By
     if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
         return None;
     }
+    let tracing = conn.traced();
     let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at, &conn.tracing)?;
+        let up = plain_execute_id(&mut st, h, read_at, tracing)?;
         n += 1;
         Some(StreamId(up))
     });

@@ -149,14 +149,13 @@ fn released(mut env: Envelope, conn: &Conn) -> Released {
         );
         return Released::Stop;
     };
-    match pending {
-        Pending::Client {
-            stream,
-            use_keyspace: false,
-        } if header.opcode != Opcode::SUPPORTED => {
+    if let Some(stream) = pending.plain_client() {
+        if header.opcode != Opcode::SUPPORTED {
             env.set_stream(StreamId(stream));
-            Released::Answer(env, tag)
+            return Released::Answer(env, tag);
         }
+    }
+    match pending {
         Pending::Rewritten(r) => match rewritten_answer(env, r, conn) {
             Ok(env) => Released::Answer(env, tag),
             Err(u) => Released::Unprepared(u),
@@ -361,6 +360,7 @@ async fn on_response(
             conn.cluster.answer(part, result);
             Ok(None)
         }
+        // `released` answers these without a future; kept so that this match stays whole.
         Pending::Rewritten(r) => match rewritten_answer(env, r, conn) {
             Ok(env) => Ok(Some(env)),
             Err(u) => recover(u, conn).await.map(|()| None),

@@ -21,7 +21,7 @@ use autoprep_protocol::message::RequestBody;
 use bytes::{Bytes, BytesMut};
 
 use crate::cluster::READS;
-use crate::replica::{self, Link, LinkState, Routed};
+use crate::replica::{self, Link, LinkState, Routed, RoutedRequest};
 use crate::rewrite::Route;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,7 +43,7 @@ pub(super) struct Request {
     /// The statement's shape and control-comparison group, for the response-time metrics.
     pub shape: Option<ShapeRef>,
     pub group: Group,
-    /// See `Routed::Client::literals`.
+    /// See `RoutedRequest::literals`.
     pub literals: Vec<Arc<literal_prepare::Statement>>,
 }
 
@@ -124,7 +124,7 @@ pub(super) async fn route(
     if !known {
         return home(conn, "not prepared on the replica", frame);
     }
-    let routed = Routed::Client {
+    let routed = Routed::Client(RoutedRequest {
         stream: req.stream,
         original: req.original,
         id: entry.id.clone(),
@@ -139,7 +139,7 @@ pub(super) async fn route(
             group: req.group,
         },
         literals: req.literals,
-    };
+    });
     match link.send(frame, routed).await {
         Ok(()) => {
             conn.metrics.routed_to(addr);
@@ -453,25 +453,7 @@ async fn read(conn: Arc<Conn>, o: replica::Opened) {
                     let _ = tx.send(env);
                     Ok(())
                 }
-                Some(Routed::Client {
-                    stream,
-                    original,
-                    id,
-                    hash,
-                    tag,
-                    literals,
-                    ..
-                }) => {
-                    let answer = ReplicaAnswer {
-                        stream,
-                        original,
-                        id,
-                        hash,
-                        tag,
-                        literals,
-                    };
-                    replica_answer(env, answer, &link, &conn).await
-                }
+                Some(Routed::Client(r)) => replica_answer(env, r, &link, &conn).await,
                 None => Ok(()),
             };
             if answered.is_err() {
@@ -486,24 +468,19 @@ async fn read(conn: Arc<Conn>, o: replica::Opened) {
     }
     conn.links.failed(link.addr, Instant::now());
     for r in link.take_in_flight() {
-        if let Routed::Client {
-            stream,
-            original,
-            read: true,
-            literals,
-            ..
-        } = r
-        {
+        let Routed::Client(r) = r else { continue };
+        if r.read {
             // A read changes nothing: it goes home.
-            let _ = super::send::materialize(&conn, stream, literals, original, Id::Take).await;
+            let (stream, original) = (r.stream, r.original);
+            let _ = super::send::materialize(&conn, stream, r.literals, original, Id::Take).await;
             conn.upstream.flush();
-        } else if let Routed::Client { stream, .. } = r {
+        } else {
             let msg = format!(
                 "autoprep: the connection to the replica {} ended with this request in flight; it may have run",
                 link.addr
             );
             let _ = conn
-                .answer(crate::limit::overloaded(link.version, stream, &msg))
+                .answer(crate::limit::overloaded(link.version, r.stream, &msg))
                 .await;
         }
     }
@@ -511,21 +488,11 @@ async fn read(conn: Arc<Conn>, o: replica::Opened) {
     info!(replica = %link.addr, "replica connection ended; its requests go home");
 }
 
-/// A client request routed to a replica (see `Routed::Client`), answered.
-struct ReplicaAnswer {
-    stream: i16,
-    original: Bytes,
-    id: Bytes,
-    hash: Option<ShapeHash>,
-    tag: crate::streams::Tag,
-    literals: Vec<Arc<literal_prepare::Statement>>,
-}
-
 /// The answer on a replica connection to a client's request: given to the client under its
 /// own stream id, or, UNPREPARED, the request goes home as the client sent it.
 async fn replica_answer(
     env: Envelope,
-    a: ReplicaAnswer,
+    a: RoutedRequest,
     link: &Link,
     conn: &Conn,
 ) -> Result<(), super::end::End> {
@@ -538,7 +505,9 @@ async fn replica_answer(
     }
     if conn.tracing.enabled() {
         // The request's span, if sampled (answered by the replica).
-        let facts = conn.lock().traces.take_routed(a.stream);
+        let facts = (conn.any_noted())
+            .then(|| conn.lock().traces.take_routed(a.stream))
+            .flatten();
         let answered = crate::otel::Answer::Envelope(&env, conn.wire().compression);
         let now = crate::stamp::Stamp::now();
         (conn.tracing).answered(facts, &a.tag, now, answered, Some(link.addr));

@@ -268,7 +268,7 @@ fn vector(
     if u32::try_from(items.len()).ok() != Some(dimension) {
         return Err(rejected(ty, "wrong number of vector elements"));
     }
-    let fixed = fixed_size(elem);
+    let fixed = elem.fixed_size();
     let mut out = Vec::with_capacity(items.len() * fixed.unwrap_or(8));
     for item in items {
         let e = encode_value(item, elem, opts, depth + 1)?
@@ -295,21 +295,6 @@ fn vector(
         e.write_vec(&mut out);
     }
     Ok(out)
-}
-
-/// `AbstractType.valueLengthIfFixed()`: types whose values always have one size are packed
-/// without length prefixes in vectors.
-fn fixed_size(ty: &ColumnType) -> Option<usize> {
-    match ty {
-        ColumnType::Boolean => Some(1),
-        ColumnType::Int | ColumnType::Float => Some(4),
-        ColumnType::Bigint | ColumnType::Double | ColumnType::Timestamp => Some(8),
-        ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
-        ColumnType::Vector { element, dimension } => {
-            fixed_size(element)?.checked_mul(usize::try_from(*dimension).ok()?)
-        }
-        _ => None,
-    }
 }
 
 type Cmp = fn(&[u8], &[u8]) -> Ordering;
