@@ -225,6 +225,11 @@ impl ShapeStats {
         self.keyspace.as_deref()
     }
 
+    /// The shape's fingerprint: md5 of keyspace and canonical text.
+    pub fn fingerprint(&self) -> [u8; 16] {
+        self.fingerprint
+    }
+
     /// The shape's id: md5 of keyspace and canonical text, hex (as `/shapes` shows it).
     pub fn id(&self) -> String {
         hex(&self.fingerprint)

@@ -2,19 +2,18 @@
 //! (`std::sync::mpsc::sync_channel`, a preallocated ring: queuing a span allocates nothing on
 //! the data path). It collects up to [`BATCH`] spans or waits the batch delay
 //! (`OTEL_BSP_SCHEDULE_DELAY`, 5 s by default), looking at the queue every 100 ms rather than
-//! being woken for each span, turns them into span
-//! data ([`super::span`]) and exports them with `opentelemetry-otlp`'s exporter over gRPC
-//! (tonic) or HTTP/protobuf (hyper), with the resource the SDK's detectors read
-//! (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`; `service.name` defaults to `autoprep`).
+//! being woken for each span, encodes them as one OTLP request ([`super::otlp`]) and sends it
+//! over OTLP/gRPC (a tonic channel) or OTLP/HTTP with a protobuf body (a hyper client), with
+//! the resource the SDK's detectors read (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`;
+//! `service.name` defaults to `autoprep`).
 //!
-//! The exporter is built and every export runs inside that runtime (tonic's channel and hyper's
+//! The transport is built and every export runs inside that runtime (tonic's channel and hyper's
 //! connections spawn their tasks on it), so the proxy's own runtime never runs export work.
 
+use super::otlp::Encoder;
 use super::record::{Counters, SpanRecord};
 use super::settings::{Protocol, Settings};
-use opentelemetry::InstrumentationScope;
-use opentelemetry_otlp::WithExportConfig as _;
-use opentelemetry_sdk::trace::SpanExporter as _;
+use bytes::{Buf, BufMut, Bytes};
 use opentelemetry_sdk::Resource;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
@@ -44,35 +43,132 @@ pub fn spawn(settings: &Settings, counters: Arc<Counters>) -> anyhow::Result<Syn
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let exporter = {
+    let transport = {
         let _in = rt.enter();
-        build(settings)?
+        Transport::new(settings)?
     };
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
     let delay = settings.batch_delay;
     std::thread::Builder::new()
         .name("autoprep-otel".into())
-        .spawn(move || run(rt, exporter, rx, &counters, delay))?;
+        .spawn(move || run(rt, transport, rx, &counters, delay))?;
     Ok(tx)
 }
 
-/// The OTLP exporter for `settings`, with its resource set.
-fn build(settings: &Settings) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
-    let mut exporter = match settings.protocol {
-        Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(settings.endpoint.clone())
-            .with_timeout(TIMEOUT)
-            .build()?,
-        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(settings.endpoint.clone())
-            .with_timeout(TIMEOUT)
-            .build()?,
-    };
-    exporter.set_resource(&resource());
-    Ok(exporter)
+/// How an encoded request reaches the collector.
+enum Transport {
+    /// OTLP/gRPC: the `TraceService/Export` call on a tonic channel (HTTP/2, reconnecting).
+    Grpc(tonic::client::Grpc<tonic::transport::Channel>),
+    /// OTLP/HTTP: a POST of the protobuf body to the traces URL (HTTP/1.1, kept alive).
+    Http {
+        client: hyper_util::client::legacy::Client<
+            hyper_util::client::legacy::connect::HttpConnector,
+            http_body_util::Full<Bytes>,
+        >,
+        uri: hyper::Uri,
+    },
+}
+
+/// The gRPC method OTLP/gRPC calls (`opentelemetry/proto/collector/trace/v1/trace_service.proto`).
+const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+impl Transport {
+    fn new(settings: &Settings) -> anyhow::Result<Transport> {
+        Ok(match settings.protocol {
+            Protocol::Grpc => {
+                let channel = tonic::transport::Channel::from_shared(settings.endpoint.clone())?
+                    .timeout(TIMEOUT)
+                    .connect_lazy();
+                Transport::Grpc(tonic::client::Grpc::new(channel))
+            }
+            Protocol::HttpProtobuf => Transport::Http {
+                client: hyper_util::client::legacy::Client::builder(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .build_http(),
+                uri: settings.endpoint.parse()?,
+            },
+        })
+    }
+
+    /// Sends one `ExportTraceServiceRequest`.
+    async fn export(&mut self, body: Bytes) -> Result<(), String> {
+        match self {
+            Transport::Grpc(grpc) => {
+                grpc.ready().await.map_err(|e| e.to_string())?;
+                let path = http::uri::PathAndQuery::from_static(EXPORT_PATH);
+                grpc.unary(tonic::Request::new(body), path, Raw)
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+            }
+            Transport::Http { client, uri } => {
+                let request = hyper::Request::post(uri.clone())
+                    .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+                    .body(http_body_util::Full::new(body))
+                    .map_err(|e| e.to_string())?;
+                let call = async {
+                    let answer = client.request(request).await.map_err(|e| e.to_string())?;
+                    let status = answer.status();
+                    // Read the answer to its end: the connection is then kept for the next.
+                    http_body_util::BodyExt::collect(answer.into_body())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if status.is_success() {
+                        Ok(())
+                    } else {
+                        Err(format!("the collector answered {status}"))
+                    }
+                };
+                tokio::time::timeout(TIMEOUT, call)
+                    .await
+                    .map_err(|_| format!("no answer in {TIMEOUT:?}"))?
+            }
+        }
+    }
+}
+
+/// A codec for an already encoded request, whose answer (an `ExportTraceServiceResponse`,
+/// possibly a partial success) is not read.
+#[derive(Debug, Clone, Copy)]
+struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Bytes;
+    type Decode = ();
+    type Encoder = Raw;
+    type Decoder = Raw;
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for Raw {
+    type Item = ();
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<()>, tonic::Status> {
+        src.advance(src.remaining());
+        Ok(Some(()))
+    }
 }
 
 /// The SDK's resource from the environment, `service.name` `autoprep` unless it names one.
@@ -90,14 +186,12 @@ pub fn resource() -> Resource {
 
 fn run(
     rt: tokio::runtime::Runtime,
-    exporter: opentelemetry_otlp::SpanExporter,
+    mut transport: Transport,
     rx: Receiver<Message>,
     counters: &Counters,
     delay: Duration,
 ) {
-    let scope = InstrumentationScope::builder("autoprep")
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .build();
+    let mut encoder = Encoder::new(&resource());
     let mut batch: Vec<SpanRecord> = Vec::with_capacity(BATCH);
     let mut waiters: Vec<SyncSender<()>> = Vec::new();
     let mut due = Instant::now() + delay;
@@ -116,13 +210,10 @@ fn run(
         let full = batch.len() >= BATCH;
         if full || !waiters.is_empty() || closed || Instant::now() >= due {
             if !batch.is_empty() {
-                let data = batch
-                    .iter()
-                    .map(|r| super::span::span_data(r, &scope))
-                    .collect();
+                let body = encoder.request(&batch);
                 let n = batch.len() as u64;
                 batch.clear();
-                let outcome = rt.block_on(exporter.export(data));
+                let outcome = rt.block_on(transport.export(body));
                 let counter = match outcome {
                     Ok(()) => &counters.exported,
                     Err(e) => {

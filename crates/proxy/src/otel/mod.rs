@@ -23,11 +23,12 @@
 //!
 //! # Off the data path
 //! The exporter ([`export`]) runs on its own thread with its own runtime: it batches records,
-//! turns them into the SDK's span data with the OpenTelemetry database conventions
-//! ([`span`]) and exports them. A full queue drops the span (counted, `/metrics`
+//! encodes them as OTLP spans with the OpenTelemetry database conventions ([`span`],
+//! [`otlp`]) and exports them. A full queue drops the span (counted, `/metrics`
 //! `autoprep_trace_spans_total{outcome="dropped"}`); the data path never waits for it.
 
 pub mod export;
+pub mod otlp;
 pub mod record;
 pub mod settings;
 pub mod span;
@@ -92,6 +93,8 @@ struct On {
     /// The ratio test's bound on a trace id's low half shifted to 63 bits (see
     /// [`ids::low_keeps`]), computed once.
     head_below: u64,
+    /// The head sampler's gaps: `ln(1 - ratio)` (see [`ids::head`]), computed once.
+    ln_pass: f64,
     slow_nanos: u64,
     queue: SyncSender<export::Message>,
 }
@@ -101,6 +104,7 @@ impl On {
         On {
             sampler: settings.sampler,
             head_below: ids::below(settings.sampler.ratio),
+            ln_pass: (1.0 - settings.sampler.ratio).ln(),
             slow_nanos: settings.slow.map_or(u64::MAX, |d| {
                 u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
             }),
@@ -147,6 +151,13 @@ impl Tracing {
         self.on.is_some()
     }
 
+    /// Whether answers are traced for being slow (an unsampled request's answer is then
+    /// timed against the threshold).
+    #[inline]
+    pub fn traces_slow(&self) -> bool {
+        self.on.as_ref().is_some_and(|on| on.slow_nanos != u64::MAX)
+    }
+
     /// The exporter's counts.
     pub fn counts(&self) -> SpanCounts {
         let c = &self.counters;
@@ -160,12 +171,15 @@ impl Tracing {
     /// The head sampler's draw for a request arriving now without a client's parent: the
     /// low half of its trace id when the ratio keeps it (its [`Facts`] are then noted), `None`
     /// when it does not (nothing is noted: only an error or a slow answer gives it a span,
-    /// from what the answer knows). One random number and a comparison.
+    /// from what the answer knows). A countdown per thread (see [`ids::head`]): a request
+    /// passed over costs a decrement.
     #[inline]
     pub fn draw(&self) -> Option<u64> {
         let on = self.on.as_ref()?;
-        let low = ids::low();
-        ((low >> 1) < on.head_below).then_some(low)
+        if on.head_below == 0 {
+            return None;
+        }
+        ids::head(on.head_below, on.ln_pass)
     }
 
     /// Whether a request answered after `nanos`, with `parent` (else `drawn`, see
@@ -295,14 +309,70 @@ impl Tracing {
     }
 }
 
-/// Trace and span ids, and the ratio test: a per-thread generator (xorshift64*, seeded from
-/// the standard library's random hasher keys), so that the decision takes no lock.
+/// Trace and span ids, the head sampler and the ratio test: a per-thread generator
+/// (xorshift64*, seeded from the standard library's random hasher keys), so that the decision
+/// takes no lock.
 mod ids {
     use std::cell::Cell;
     use std::hash::{BuildHasher, Hasher};
 
+    /// [`SKIP`] before this thread's first draw.
+    const UNDRAWN: u64 = u64::MAX;
+
     thread_local! {
         static STATE: Cell<u64> = Cell::new(seed());
+        /// How many more requests the head sampler passes over on this thread before it keeps
+        /// one.
+        static SKIP: Cell<u64> = const { Cell::new(UNDRAWN) };
+    }
+
+    /// The head sampler: keeps each request with the ratio's probability, independently, by
+    /// counting down a gap drawn from the geometric distribution (the number of failures
+    /// before a success of probability `ratio`: `floor(ln U / ln(1 - ratio))`), so that a
+    /// request passed over costs a decrement and no random number. A kept request gets a
+    /// random low half of its trace id that passes the ratio test (`(low >> 1) < below`), so
+    /// that a collector's or a downstream service's `TraceIdRatioBased` sampler with the same
+    /// ratio keeps the same traces. The countdown is per thread (a process has one sampler:
+    /// tracing is not reloaded); `below` is not 0 (ratio 0 never calls this).
+    #[inline]
+    pub fn head(below: u64, ln_pass: f64) -> Option<u64> {
+        SKIP.with(|s| {
+            let left = s.get();
+            if left != 0 && left != UNDRAWN {
+                s.set(left - 1);
+                return None;
+            }
+            redraw(s, left, below, ln_pass)
+        })
+    }
+
+    /// [`head`] at the end of a gap (or before the first): draws the next gap, and keeps this
+    /// request unless it is the thread's first and its gap is not empty.
+    #[cold]
+    fn redraw(s: &Cell<u64>, left: u64, below: u64, ln_pass: f64) -> Option<u64> {
+        let gap = gap(ln_pass);
+        if left == UNDRAWN && gap > 0 {
+            s.set(gap - 1);
+            return None;
+        }
+        s.set(gap);
+        let keeps = (next() >> 1) % below.max(1);
+        Some(keeps << 1 | 1)
+    }
+
+    /// A geometric gap for `ln_pass` = ln(1 - ratio) (0 when the ratio is 1).
+    fn gap(ln_pass: f64) -> u64 {
+        if ln_pass == f64::NEG_INFINITY {
+            return 0;
+        }
+        // U in (0, 1]: 53 random bits, never zero.
+        let u = ((next() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        let g = (u.ln() / ln_pass).floor();
+        if g.is_finite() && g >= 0.0 {
+            (g as u64).min(UNDRAWN - 1)
+        } else {
+            0
+        }
     }
 
     fn seed() -> u64 {
@@ -333,11 +403,6 @@ mod ids {
         id[..8].copy_from_slice(&next().to_be_bytes());
         id[8..].copy_from_slice(&(low | 1).to_be_bytes());
         id
-    }
-
-    /// A random low half of a trace id (valid: never zero).
-    pub fn low() -> u64 {
-        next() | 1
     }
 
     /// A random, valid span id.

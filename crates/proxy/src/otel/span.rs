@@ -20,12 +20,7 @@ use super::record::SpanRecord;
 use crate::control::Group;
 use autoprep_protocol::cql::lexer::{tokenize, TokenKind};
 use autoprep_protocol::envelope::Opcode;
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
-use std::borrow::Cow;
+use std::net::SocketAddr;
 
 /// The consistency level's name in the conventions (CQL's, lower case).
 pub fn consistency_name(c: u16) -> Option<&'static str> {
@@ -76,119 +71,125 @@ pub fn verb_and_table(text: &str) -> (Option<String>, Option<(Option<String>, St
     (verb, table)
 }
 
-/// The attributes of a record's span, and its name.
-pub fn attributes(r: &SpanRecord) -> (String, Vec<KeyValue>) {
-    let f = &r.facts;
-    let mut a = vec![KeyValue::new("db.system.name", "cassandra")];
-    let text = r.shape.as_ref().map(|s| s.redacted_text().to_owned());
-    let (verb, table) = text.as_deref().map(verb_and_table).unwrap_or((None, None));
-    let opcode = Opcode(f.opcode);
-    let operation = if opcode == Opcode::BATCH {
-        "BATCH".to_owned()
-    } else {
-        verb.unwrap_or_else(|| opcode.name().to_owned())
-    };
-    let (qualifier, collection) = match table {
-        Some((q, t)) => (q, Some(t)),
-        None => (None, None),
-    };
-    let namespace = qualifier.or_else(|| {
-        r.shape
-            .as_ref()
-            .and_then(|s| s.keyspace().map(str::to_owned))
-            .or_else(|| f.keyspace.as_deref().map(str::to_owned))
-    });
-    if let Some(ns) = namespace {
-        a.push(KeyValue::new("db.namespace", ns));
-    }
-    let summary = match &collection {
-        Some(t) => format!("{operation} {t}"),
-        None => operation.clone(),
-    };
-    if let Some(t) = collection {
-        a.push(KeyValue::new("db.collection.name", t));
-    }
-    a.push(KeyValue::new("db.operation.name", operation));
-    a.push(KeyValue::new("db.query.summary", summary.clone()));
-    if let Some(t) = text {
-        a.push(KeyValue::new("db.query.text", t));
-    }
-    if let Some(Some(code)) = r.error {
-        let code = format!("0x{code:04x}");
-        a.push(KeyValue::new("db.response.status_code", code.clone()));
-        a.push(KeyValue::new("error.type", code));
-    } else if r.error.is_some() {
-        a.push(KeyValue::new("error.type", "_OTHER"));
-    }
-    if let Some(c) = f.consistency.and_then(consistency_name) {
-        a.push(KeyValue::new("cassandra.consistency.level", c));
-    }
-    if let Some(p) = f.page_size {
-        a.push(KeyValue::new("cassandra.page.size", i64::from(p)));
-    }
-    if let Some(n) = f.batch_size {
-        a.push(KeyValue::new("db.operation.batch.size", i64::from(n)));
-    }
-    if let Some(s) = r.server {
-        a.push(KeyValue::new("server.address", s.ip().to_string()));
-        a.push(KeyValue::new("server.port", i64::from(s.port())));
-    }
-    autoprep_attributes(r, &mut a);
-    (summary, a)
+/// An attribute's value: the conventions use only strings and integers here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Val<'a> {
+    Str(&'a str),
+    Int(i64),
 }
 
-/// The `autoprep.*` attributes.
-fn autoprep_attributes(r: &SpanRecord, a: &mut Vec<KeyValue>) {
-    if let Some(w) = r.facts.rewrite {
-        a.push(KeyValue::new("autoprep.rewrite", w));
+/// What a span takes from its statement's shape (or, without one, from its opcode): the same
+/// for every span of that shape, so the exporter makes it once per shape ([`super::otlp`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeFacts {
+    /// `db.query.summary`, also the span's name.
+    pub summary: String,
+    /// The keyspace the statement names or its shape was prepared in; else the request's
+    /// ([`request_attributes`]).
+    pub namespace: Option<String>,
+    operation: String,
+    collection: Option<String>,
+    text: Option<String>,
+    id: Option<String>,
+}
+
+impl ShapeFacts {
+    /// The facts of `shape` for a request of `opcode`.
+    pub fn of(shape: Option<&crate::shapes::ShapeStats>, opcode: u8) -> ShapeFacts {
+        let text = shape.map(|s| s.redacted_text().to_owned());
+        let (verb, table) = text.as_deref().map(verb_and_table).unwrap_or((None, None));
+        let opcode = Opcode(opcode);
+        let operation = if opcode == Opcode::BATCH {
+            "BATCH".to_owned()
+        } else {
+            verb.unwrap_or_else(|| opcode.name().to_owned())
+        };
+        let (qualifier, collection) = match table {
+            Some((q, t)) => (q, Some(t)),
+            None => (None, None),
+        };
+        let namespace = qualifier.or_else(|| shape.and_then(|s| s.keyspace().map(str::to_owned)));
+        let summary = match &collection {
+            Some(t) => format!("{operation} {t}"),
+            None => operation.clone(),
+        };
+        ShapeFacts {
+            summary,
+            namespace,
+            operation,
+            collection,
+            text,
+            id: shape.map(|s| s.id()),
+        }
     }
-    match r.facts.routing {
-        Some(Ok(())) => a.push(KeyValue::new("autoprep.routing", "replica")),
-        Some(Err(why)) => a.push(KeyValue::new("autoprep.routing", why)),
+
+    /// The shape's attributes: `db.collection.name`, `db.operation.name`, `db.query.summary`,
+    /// `db.query.text` (redacted), `autoprep.shape.id`.
+    pub fn attributes(&self, sink: &mut impl FnMut(&'static str, Val<'_>)) {
+        if let Some(t) = &self.collection {
+            sink("db.collection.name", Val::Str(t));
+        }
+        sink("db.operation.name", Val::Str(&self.operation));
+        sink("db.query.summary", Val::Str(&self.summary));
+        if let Some(t) = &self.text {
+            sink("db.query.text", Val::Str(t));
+        }
+        if let Some(id) = &self.id {
+            sink("autoprep.shape.id", Val::Str(id));
+        }
+    }
+}
+
+/// The attributes of one request that its shape does not fix: `db.system.name`,
+/// `db.namespace` (`shape_namespace`, else the request's keyspace), the error, consistency,
+/// page and batch sizes, and autoprep's own. The node's `server.*` are [`server_attributes`].
+pub fn request_attributes(
+    r: &SpanRecord,
+    shape_namespace: Option<&str>,
+    sink: &mut impl FnMut(&'static str, Val<'_>),
+) {
+    let f = &r.facts;
+    sink("db.system.name", Val::Str("cassandra"));
+    if let Some(ns) = shape_namespace.or(f.keyspace.as_deref()) {
+        sink("db.namespace", Val::Str(ns));
+    }
+    match r.error {
+        Some(Some(code)) => {
+            let code = format!("0x{code:04x}");
+            sink("db.response.status_code", Val::Str(&code));
+            sink("error.type", Val::Str(&code));
+        }
+        Some(None) => sink("error.type", Val::Str("_OTHER")),
         None => {}
     }
-    if let Some(s) = &r.shape {
-        a.push(KeyValue::new("autoprep.shape.id", s.id()));
+    if let Some(c) = f.consistency.and_then(consistency_name) {
+        sink("cassandra.consistency.level", Val::Str(c));
+    }
+    if let Some(p) = f.page_size {
+        sink("cassandra.page.size", Val::Int(i64::from(p)));
+    }
+    if let Some(n) = f.batch_size {
+        sink("db.operation.batch.size", Val::Int(i64::from(n)));
+    }
+    if let Some(w) = f.rewrite {
+        sink("autoprep.rewrite", Val::Str(w));
+    }
+    match f.routing {
+        Some(Ok(())) => sink("autoprep.routing", Val::Str("replica")),
+        Some(Err(why)) => sink("autoprep.routing", Val::Str(why)),
+        None => {}
     }
     let group = match r.group {
         Group::Rewritten => "rewritten",
         Group::Control => "control",
         Group::Other => "none",
     };
-    a.push(KeyValue::new("autoprep.control_group", group));
-    a.push(KeyValue::new("autoprep.sampled_by", r.sampled_by));
+    sink("autoprep.control_group", Val::Str(group));
+    sink("autoprep.sampled_by", Val::Str(r.sampled_by));
 }
 
-/// The SDK's span data of a record.
-pub fn span_data(r: &SpanRecord, scope: &InstrumentationScope) -> SpanData {
-    let (name, attributes) = attributes(r);
-    let context = SpanContext::new(
-        TraceId::from_bytes(r.trace_id),
-        SpanId::from_bytes(r.span_id),
-        TraceFlags::SAMPLED,
-        false,
-        TraceState::default(),
-    );
-    let status = if r.error.is_some() {
-        Status::error("")
-    } else {
-        Status::Unset
-    };
-    SpanData {
-        span_context: context,
-        parent_span_id: r
-            .parent
-            .map_or(SpanId::INVALID, |p| SpanId::from_bytes(p.parent_id)),
-        parent_span_is_remote: r.parent.is_some(),
-        span_kind: SpanKind::Client,
-        name: Cow::Owned(name),
-        start_time: r.start,
-        end_time: r.end,
-        attributes,
-        dropped_attributes_count: 0,
-        events: SpanEvents::default(),
-        links: SpanLinks::default(),
-        status,
-        instrumentation_scope: scope.clone(),
-    }
+/// The node that answered: `server.address`, `server.port`.
+pub fn server_attributes(server: SocketAddr, sink: &mut impl FnMut(&'static str, Val<'_>)) {
+    sink("server.address", Val::Str(&server.ip().to_string()));
+    sink("server.port", Val::Int(i64::from(server.port())));
 }

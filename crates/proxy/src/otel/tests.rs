@@ -5,7 +5,11 @@ use super::*;
 use crate::control::Group;
 use autoprep_protocol::envelope::{Envelope, Flags, ProtocolVersion};
 use autoprep_protocol::message::query::{encode_query, QueryParams};
-use opentelemetry::Value;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
 
 const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
@@ -144,13 +148,44 @@ fn requests_keep_facts_by_client_stream() {
     // A replica's answer may come before the sender notes where it went.
     r.note(9, Facts::default());
     assert_eq!(r.take_routed(9).unwrap().routing, Some(Ok(())));
+    // Stream ids 64 apart share a bit of the mask, not an entry.
+    r.note(3, Facts::default());
+    r.note(67, Facts::default());
+    r.clear(131);
+    assert!(r.take(3).is_some());
+    assert!(r.take(67).is_some());
+    assert_eq!(r.noted().load(Ordering::Relaxed), 0);
+    assert!(r.take(3).is_none());
 }
 
-fn value<'a>(attrs: &'a [opentelemetry::KeyValue], key: &str) -> Option<&'a Value> {
+fn value<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
     attrs
         .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| &kv.value)
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::StringValue(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The spans of `records` as the collector decodes them, with opentelemetry-proto's types.
+fn decoded(encoder: &mut otlp::Encoder, records: &[SpanRecord]) -> Vec<Span> {
+    let body = encoder.request(records);
+    let request = ExportTraceServiceRequest::decode(body).expect("a valid OTLP request");
+    let [rs] = &request.resource_spans[..] else {
+        panic!("one resource: {request:?}");
+    };
+    let service = value(&rs.resource.as_ref().unwrap().attributes, "service.name");
+    assert!(service.is_some(), "{rs:?}");
+    let [ss] = &rs.scope_spans[..] else {
+        panic!("one scope: {rs:?}");
+    };
+    assert_eq!(ss.scope.as_ref().unwrap().name, "autoprep");
+    ss.spans.clone()
 }
 
 /// A sampled QUERY's span: the conventions' attributes, the shape's redacted text, the
@@ -186,13 +221,23 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
     };
     assert_eq!(r.parent, TraceParent::parse(TP.as_bytes()));
     assert_eq!(r.trace_id, r.parent.unwrap().trace_id);
-    let scope = opentelemetry::InstrumentationScope::builder("t").build();
-    let data = span::span_data(&r, &scope);
-    assert_eq!(data.span_kind, opentelemetry::trace::SpanKind::Client);
+    let mut encoder = otlp::Encoder::new(&export::resource());
+    // Twice: the second span is made from the blocks the first one left in the encoder.
+    let spans = decoded(&mut encoder, &[(*r).clone(), (*r).clone()]);
+    assert_eq!(spans[0], spans[1]);
+    let data = &spans[0];
+    assert_eq!(data.kind, 3, "CLIENT");
     assert_eq!(data.name, "SELECT users");
-    assert_eq!(data.parent_span_id.to_string(), "b7ad6b7169203331");
+    assert_eq!(data.trace_id, r.trace_id);
+    assert_eq!(data.span_id, r.span_id);
+    assert_eq!(crate::shapes::hex(&data.parent_span_id), "b7ad6b7169203331");
+    assert_eq!(data.flags, 0x301, "sampled, with a remote parent");
+    assert_eq!(data.status, None);
+    let nanos = |t: SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    assert_eq!(data.start_time_unix_nano, nanos(r.start));
+    assert_eq!(data.end_time_unix_nano, nanos(r.end));
     let a = &data.attributes;
-    let s = |k| value(a, k).map(|v| v.as_str().into_owned());
+    let s = |k| value(a, k).map(text);
     assert_eq!(s("db.system.name").as_deref(), Some("cassandra"));
     assert_eq!(s("db.namespace").as_deref(), Some("app"));
     assert_eq!(s("db.collection.name").as_deref(), Some("users"));
@@ -205,15 +250,53 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
         s("cassandra.consistency.level").as_deref(),
         Some("local_quorum")
     );
-    assert_eq!(value(a, "cassandra.page.size"), Some(&Value::I64(100)));
+    assert_eq!(value(a, "cassandra.page.size"), Some(&Value::IntValue(100)));
+    assert_eq!(value(a, "server.port"), Some(&Value::IntValue(9042)));
     assert_eq!(s("server.address").as_deref(), Some("127.0.0.2"));
     assert_eq!(s("autoprep.rewrite").as_deref(), Some("rewritten"));
     assert_eq!(s("autoprep.routing").as_deref(), Some("replica"));
     assert_eq!(s("autoprep.shape.id"), Some(shape.id()));
     assert_eq!(s("autoprep.control_group").as_deref(), Some("rewritten"));
+    assert_eq!(a.len(), 15, "{a:?}");
     for kv in a {
-        assert!(!kv.value.as_str().contains("inline-secret"), "{kv:?}");
+        assert!(!format!("{kv:?}").contains("inline-secret"), "{kv:?}");
     }
+}
+
+/// An error answer's span, without a shape or a parent: the opcode names the operation, the
+/// request's keyspace is the namespace, the status is an error.
+#[test]
+fn an_error_span_without_a_shape() {
+    let record = SpanRecord {
+        trace_id: [7; 16],
+        span_id: [9; 8],
+        parent: None,
+        start: SystemTime::now(),
+        end: SystemTime::now(),
+        facts: Facts {
+            opcode: Opcode::EXECUTE.0,
+            keyspace: Some("shop".into()),
+            ..Facts::default()
+        },
+        shape: None,
+        group: Group::Other,
+        error: Some(Some(0x2500)),
+        server: None,
+        sampled_by: "error",
+    };
+    let mut encoder = otlp::Encoder::new(&export::resource());
+    let spans = decoded(&mut encoder, &[record]);
+    let a = &spans[0].attributes;
+    let s = |k| value(a, k).map(text);
+    assert_eq!(spans[0].name, "EXECUTE");
+    assert_eq!(spans[0].flags, 0x101, "sampled, no remote parent");
+    assert!(spans[0].parent_span_id.is_empty());
+    assert_eq!(spans[0].status.as_ref().unwrap().code, 2, "ERROR");
+    assert_eq!(s("db.namespace").as_deref(), Some("shop"));
+    assert_eq!(s("db.response.status_code").as_deref(), Some("0x2500"));
+    assert_eq!(s("error.type").as_deref(), Some("0x2500"));
+    assert_eq!(s("autoprep.sampled_by").as_deref(), Some("error"));
+    assert_eq!(s("db.query.text"), None);
 }
 
 #[test]
@@ -271,4 +354,39 @@ fn only_a_payload_or_a_closing_comment_may_name_a_parent() {
     )));
     // A comment elsewhere in the statement is not SQLCommenter's.
     assert!(!may(&query("SELECT /* x */ v FROM t WHERE k = 1", None)));
+}
+
+/// The head sampler's countdown keeps about the ratio's share, on every thread from its first
+/// request, each with a trace id the ratio test keeps.
+#[test]
+fn the_head_countdown_keeps_the_ratio() {
+    for ratio in [0.01, 0.25] {
+        let counts: Vec<usize> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let below = ids::below(ratio);
+                    let ln_pass = (1.0f64 - ratio).ln();
+                    (0..200_000)
+                        .filter_map(|_| ids::head(below, ln_pass))
+                        .inspect(|low| assert!(ids::low_keeps(*low, ratio), "{low:x}"))
+                        .count()
+                })
+                .join()
+                .unwrap()
+            })
+            .collect();
+        for kept in counts {
+            let share = kept as f64 / 200_000.0;
+            // Binomial: 5 standard deviations.
+            let sd = (ratio * (1.0 - ratio) / 200_000.0).sqrt();
+            assert!((share - ratio).abs() < 5.0 * sd, "{ratio}: {share}");
+        }
+    }
+    std::thread::spawn(|| {
+        let (t, _rx) = tracing(0.0, true);
+        assert!((0..1000).all(|_| t.draw().is_none()));
+        assert!((0..1000).all(|_| ids::head(ids::below(1.0), f64::NEG_INFINITY).is_some()));
+    })
+    .join()
+    .unwrap();
 }
