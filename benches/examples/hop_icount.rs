@@ -251,7 +251,9 @@ fn main() -> anyhow::Result<()> {
     }
     let before = seen.counts();
     let process_cpu_ns = || procfs::process_cpu_ns(std::process::id()).unwrap_or(0);
+    let exporter_cpu_ns = || procfs::threads_cpu_ns(std::process::id(), "autoprep-otel");
     let cpu = process_cpu_ns();
+    let exporter_cpu = exporter_cpu_ns();
     measured(&rt, &mut client, batches)?;
     if let Some(ctx) = ctx.as_ref().filter(|c| c.tracing.enabled()) {
         // Every span of the measured requests exported, on the exporter's thread, before the
@@ -259,6 +261,9 @@ fn main() -> anyhow::Result<()> {
         ctx.tracing.flush(std::time::Duration::from_secs(30));
     }
     let cpu = process_cpu_ns() - cpu;
+    let exporter_cpu = exporter_cpu_ns()
+        .zip(exporter_cpu)
+        .map_or(0, |(b, a)| b.saturating_sub(a));
     let after = seen.counts();
     if std::env::var_os("HOP_CPU").is_some() {
         // Natively (not under callgrind): the process's CPU time per request over the
@@ -267,8 +272,12 @@ fn main() -> anyhow::Result<()> {
         if let Some(ctx) = &ctx {
             let c = ctx.tracing.counts();
             eprintln!(
-                "hop_icount: spans exported {}, dropped {}, failed {}",
-                c.exported, c.dropped, c.failed
+                "hop_icount: spans exported {}, dropped {}, failed {}; the exporter's thread \
+                 {:.1} ns per request",
+                c.exported,
+                c.dropped,
+                c.failed,
+                exporter_cpu as f64 / n as f64
             );
         }
     }

@@ -48,6 +48,20 @@ pub fn process_cpu_ns(pid: u32) -> Option<u64> {
     Some(total)
 }
 
+/// CPU time in nanoseconds of the threads of process `pid` named `name` (their `comm`), or
+/// `None` where /proc is not readable.
+pub fn threads_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    let mut total = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let path = task.ok()?.path();
+        let named = fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == name);
+        if let (true, Ok(stat)) = (named, fs::read_to_string(path.join("schedstat"))) {
+            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
+}
+
 /// Read and write system calls of process `pid` so far (`syscr` + `syscw` of /proc/PID/io),
 /// or `None` where that file is not readable (another user's process without privileges).
 pub fn process_syscalls(pid: u32) -> Option<u64> {

@@ -15,12 +15,13 @@
 //! written into a buffer the encoder reuses. A test decodes the output with
 //! `opentelemetry-proto`'s own types.
 
-use super::record::SpanRecord;
+use super::record::{SpanRecord, StreamHasher};
 use super::span::{self, ShapeFacts, Val};
 use bytes::{BufMut, Bytes, BytesMut};
 use opentelemetry_sdk::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -35,6 +36,9 @@ const STATUS_CODE_ERROR: u64 = 2;
 const FLAG_SAMPLED: u32 = 0x01;
 const FLAG_HAS_IS_REMOTE: u32 = 0x100;
 const FLAG_IS_REMOTE: u32 = 0x200;
+
+/// A map of the encoder's, hashed without SipHash (see [`StreamHasher`]).
+type Cache<K, V> = HashMap<K, V, BuildHasherDefault<StreamHasher>>;
 
 /// What one shape gives each of its spans, encoded.
 #[derive(Debug)]
@@ -54,8 +58,8 @@ pub struct Encoder {
     resource: Vec<u8>,
     /// `ScopeSpans.scope` (field 1), whole.
     scope: Vec<u8>,
-    shapes: HashMap<([u8; 16], u8), ShapeBlock>,
-    servers: HashMap<SocketAddr, Vec<u8>>,
+    shapes: Cache<(u128, u8), ShapeBlock>,
+    servers: Cache<SocketAddr, Vec<u8>>,
     /// The spans of the batch being encoded, each as field 2 of `ScopeSpans`.
     spans: Vec<u8>,
     /// One span's fields, before its length is known.
@@ -79,8 +83,8 @@ impl Encoder {
         Encoder {
             resource,
             scope: scope_field,
-            shapes: HashMap::new(),
-            servers: HashMap::new(),
+            shapes: Cache::default(),
+            servers: Cache::default(),
             spans: Vec::new(),
             span: Vec::new(),
         }
@@ -158,11 +162,13 @@ impl Encoder {
 
 /// The block of `r`'s shape (or, without one, of its opcode), made at its first span.
 fn shape_block<'a>(
-    shapes: &'a mut HashMap<([u8; 16], u8), ShapeBlock>,
+    shapes: &'a mut Cache<(u128, u8), ShapeBlock>,
     r: &SpanRecord,
 ) -> &'a ShapeBlock {
     let key = (
-        r.shape.as_ref().map_or([0; 16], |s| s.fingerprint()),
+        r.shape
+            .as_ref()
+            .map_or(0, |s| u128::from_le_bytes(s.fingerprint())),
         r.facts.opcode,
     );
     if shapes.len() >= CACHE && !shapes.contains_key(&key) {

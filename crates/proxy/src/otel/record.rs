@@ -184,7 +184,8 @@ fn bit(stream: i16) -> u64 {
 }
 
 /// Hashes a stream id by one multiplication (Fibonacci hashing): the map's keys are small
-/// integers the client chose, not an attacker's strings worth SipHash.
+/// integers the client chose, not an attacker's strings worth SipHash. The exporter's caches
+/// ([`super::otlp`]) use it too, for shape fingerprints (md5 digests) and node addresses.
 #[derive(Debug, Default)]
 pub struct StreamHasher(u64);
 
@@ -199,6 +200,10 @@ impl Hasher for StreamHasher {
     }
     fn write_i16(&mut self, i: i16) {
         self.0 = u64::from(i as u16).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u128(&mut self, i: u128) {
+        // A digest's halves, already uniform.
+        self.0 = (self.0 ^ i as u64 ^ (i >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
