@@ -4,13 +4,16 @@
 //! # On the data path
 //! Tracing is off unless an endpoint is configured (see [`settings`]); then [`Tracing::enabled`]
 //! is false and every hook in the session is one untaken branch. When it is on:
-//! - at a request, the head sampler draws the random half of its trace id ([`Tracing::draw`]).
+//! - at a request, the head sampler counts down its gap to the next request it keeps
+//!   ([`Tracing::draw`]), which gets the random half of its trace id.
 //!   When the ratio keeps it, or when the request may carry a client's `traceparent` (a custom
 //!   payload, or a statement ending with a comment: see [`crate::trace_context`]), the session
 //!   notes its [`Facts`] (opcode, consistency, page size, keyspace, the parent) in its
 //!   connection's [`Requests`], keyed by the client's stream id; then what the rewrite and
-//!   routing made of it. Any other request costs the draw and nothing else: at 1 % sampling,
-//!   99 requests in 100 are not noted at all (`scripts/hop-cpu.sh` measures what is left).
+//!   routing made of it. Any other request costs a decrement and nothing else: at 1 %
+//!   sampling, 99 requests in 100 are not noted at all, and their answers look for no facts
+//!   (a mask of the noted stream ids says there are none) (`scripts/hop-cpu.sh` measures
+//!   what is left).
 //! - at the answer, where the request's duration is known from the start stamp it already
 //!   carries, [`Tracing::answered`] decides: sampled when the answer is an error, when it took
 //!   at least the slow threshold, or by the head sampler (the client's sampled flag, or the
