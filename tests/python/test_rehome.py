@@ -83,8 +83,9 @@ def may_have_run(error):
 
 
 class Load:
-    """Requests kept in flight (20 at a time, prepared writes and reads) on a thread, each
-    outcome recorded, until stopped."""
+    """Requests kept in flight (30 at a time: prepared writes and reads, and reads with their
+    literals inline, which autoprep rewrites and, in flight on a home that fails, sends again)
+    on a thread, each outcome recorded, until stopped."""
 
     def __init__(self, session, insert, select):
         self.session, self.insert, self.select = session, insert, select
@@ -101,6 +102,7 @@ class Load:
                 n += 1
                 futures.append(self.session.execute_async(self.insert, (k, f"l{k}")))
                 futures.append(self.session.execute_async(self.select, (k,)))
+                futures.append(self.session.execute_async(f"SELECT v FROM t WHERE k = {k}"))
             for f in futures:
                 try:
                     f.result()
