@@ -50,7 +50,7 @@ pub struct Metrics {
     /// Schema changes seen (answers to DDL, SCHEMA_CHANGE events) that dropped prepared shapes.
     pub schema_invalidations: AtomicU64,
     /// Client `USE` requests held until the proxy's own PREPAREs on the connection were
-    /// answered (see `session::hold_use`).
+    /// answered (see `session::Conn::hold_use`).
     pub uses_held: AtomicU64,
     pub unprepared_recoveries: AtomicU64,
     /// Topology answers (`system.local`, `system.peers[_v2]`) rewritten.
@@ -59,6 +59,14 @@ pub struct Metrics {
     pub events_dropped: AtomicU64,
     /// Upstream connection attempts a contact point refused or let time out.
     pub upstream_connect_failures: AtomicU64,
+    /// Client connections moved to a new home after theirs failed (see `session::rehome`).
+    pub home_rehomed: AtomicU64,
+    /// Client connections closed because their home failed and no other node could be reached.
+    pub home_rehome_failed: AtomicU64,
+    /// Requests in flight on a home connection that failed: answered Overloaded (they may
+    /// have run), and sent again to the new home (reads, and requests the node never had).
+    pub home_in_flight_overloaded: AtomicU64,
+    pub home_in_flight_resent: AtomicU64,
     pub bytes_from_clients: AtomicU64,
     /// Shared with the client writer tasks, which count what they write.
     pub bytes_to_clients: Arc<AtomicU64>,
@@ -346,6 +354,36 @@ impl Metrics {
         for (node, n) in node_counts(&self.home_nodes) {
             e.sample("autoprep_home_connections_total", &[("node", &node)], n);
         }
+        e.head(
+            "autoprep_home_rehomed_total",
+            "counter",
+            "Client connections whose home connection failed (the node died, restarted or closed it), by outcome: moved to a new home on another node, the client connection kept open (rehomed), or closed because no other node could be reached (closed).",
+        );
+        e.sample(
+            "autoprep_home_rehomed_total",
+            &[("outcome", "rehomed")],
+            load(&self.home_rehomed),
+        );
+        e.sample(
+            "autoprep_home_rehomed_total",
+            &[("outcome", "closed")],
+            load(&self.home_rehome_failed),
+        );
+        e.head(
+            "autoprep_home_in_flight_total",
+            "counter",
+            "Client requests in flight on a home connection that failed, by what became of them: answered Overloaded since they may have run (overloaded), or sent again to the new home (resent: reads, and requests the failed node never had).",
+        );
+        e.sample(
+            "autoprep_home_in_flight_total",
+            &[("outcome", "overloaded")],
+            load(&self.home_in_flight_overloaded),
+        );
+        e.sample(
+            "autoprep_home_in_flight_total",
+            &[("outcome", "resent")],
+            load(&self.home_in_flight_resent),
+        );
     }
 
     /// The proxy's own PREPAREs, and what made it drop, hold or replay requests.

@@ -115,7 +115,7 @@ pub struct Link {
     out: Outbox,
     flight: Mutex<Flight>,
     /// One PREPARE sequence (USE, then PREPARE) at a time: the proxy owns this connection's
-    /// keyspace and never lets a USE run beside its own PREPARE (see `session::hold_use`).
+    /// keyspace and never lets a USE run beside its own PREPARE (see `session::Conn::hold_use`).
     pub prepare_turn: tokio::sync::Mutex<()>,
 }
 
@@ -315,85 +315,118 @@ pub async fn open(
     tls: Option<&UpstreamTls>,
     max_frame_bytes: usize,
 ) -> Result<Opened, OpenError> {
-    tokio::time::timeout(
+    let replayed = tokio::time::timeout(
         OPEN_TIMEOUT,
-        open_now(addr, handshake, tls, max_frame_bytes),
+        replay(&addr.to_string(), handshake, tls, max_frame_bytes),
     )
     .await
-    .map_err(|_| OpenError::Timeout)?
-}
-
-async fn open_now(
-    addr: SocketAddr,
-    handshake: &Handshake,
-    tls: Option<&UpstreamTls>,
-    max_frame_bytes: usize,
-) -> Result<Opened, OpenError> {
-    let (Some(version), Some(startup)) = (handshake.version, handshake.startup.as_ref()) else {
+    .map_err(|_| OpenError::Timeout)??;
+    let Some(version) = handshake.version else {
         return Err(OpenError::Diverged("no STARTUP recorded"));
     };
-    let sock = upstream::connect_to(&addr.to_string(), tls, OPEN_TIMEOUT)
-        .await
-        .map_err(|e| OpenError::Connect(e.to_string()))?;
-    let (mut rd, wr) = socket::into_split(sock);
-    let (out, writer) = Outbox::new(wr, None);
-    let writer = tokio::spawn(writer);
-    let mut frames = FrameReader::new(Direction::Response, max_frame_bytes);
-    let mut auth = handshake.auth.iter();
-    let mut next = Some(Envelope::request_frame(version, Opcode::STARTUP, startup));
-    loop {
-        if let Some(f) = next.take() {
-            out.send(Out::Envelope(f))
-                .await
-                .map_err(|_| OpenError::Closed)?;
-            out.flush();
-        }
-        let env = loop {
-            if let Some(env) = frames.decode()? {
-                break env;
-            }
-            if frames.read_from(&mut rd).await? == 0 {
-                return Err(OpenError::Closed);
-            }
-        };
-        let op = env.header().opcode;
-        if version >= ProtocolVersion::V5
-            && !frames.is_framed()
-            && (op == Opcode::READY || op == Opcode::AUTHENTICATE)
-        {
-            out.send(Out::StartFraming { lz4: handshake.lz4 })
-                .await
-                .map_err(|_| OpenError::Closed)?;
-            frames.start_framing(handshake.lz4);
-        }
-        match op {
-            Opcode::READY | Opcode::AUTH_SUCCESS => break,
-            Opcode::AUTHENTICATE | Opcode::AUTH_CHALLENGE => {
-                let body = auth
-                    .next()
-                    .ok_or(OpenError::Diverged("more authentication"))?;
-                next = Some(Envelope::request_frame(
-                    version,
-                    Opcode::AUTH_RESPONSE,
-                    body,
-                ));
-            }
-            _ => return Err(OpenError::Diverged("an error or another answer")),
-        }
-    }
     let link = Arc::new(Link {
         addr,
         version,
-        out,
+        out: replayed.out,
         flight: Mutex::new(Flight::default()),
         prepare_turn: tokio::sync::Mutex::new(()),
     });
     Ok(Opened {
         link,
-        socket: rd,
-        frames,
-        writer,
+        socket: replayed.socket,
+        frames: replayed.frames,
+        writer: replayed.writer,
     })
+}
+
+/// A connection on which the client's handshake was replayed (a replica connection, or a new
+/// home connection: see `session::rehome`), authenticated as the client's.
+pub struct Replayed {
+    /// Its outbox (v5 framing started when the handshake started it).
+    pub out: Outbox,
+    pub socket: ReadHalf,
+    /// Its frames, with whatever was read beyond the handshake's last answer.
+    pub frames: FrameReader,
+    pub writer: JoinHandle<()>,
+    /// The node's address as connected to.
+    pub peer: Option<SocketAddr>,
+}
+
+impl Replayed {
+    /// Sends `frame` (stream id 0) and reads the next answer: for the proxy's own requests
+    /// one at a time, before the connection carries any other.
+    pub async fn ask(&mut self, frame: BytesMut) -> Result<Envelope, OpenError> {
+        self.out
+            .send(Out::Envelope(frame))
+            .await
+            .map_err(|_| OpenError::Closed)?;
+        self.out.flush();
+        self.answer().await
+    }
+
+    async fn answer(&mut self) -> Result<Envelope, OpenError> {
+        loop {
+            if let Some(env) = self.frames.decode()? {
+                return Ok(env);
+            }
+            if self.frames.read_from(&mut self.socket).await? == 0 {
+                return Err(OpenError::Closed);
+            }
+        }
+    }
+}
+
+/// Connects to `addr` (`host:port`) and replays the client's `handshake` on it: its STARTUP,
+/// then each AUTH_RESPONSE the server asks for, until READY or AUTH_SUCCESS. No time limit of
+/// its own: callers bound it.
+pub async fn replay(
+    addr: &str,
+    handshake: &Handshake,
+    tls: Option<&UpstreamTls>,
+    max_frame_bytes: usize,
+) -> Result<Replayed, OpenError> {
+    let (Some(version), Some(startup)) = (handshake.version, handshake.startup.as_ref()) else {
+        return Err(OpenError::Diverged("no STARTUP recorded"));
+    };
+    let sock = upstream::connect_to(addr, tls, OPEN_TIMEOUT)
+        .await
+        .map_err(|e| OpenError::Connect(e.to_string()))?;
+    let peer = socket::peer_addr(&sock);
+    let (rd, wr) = socket::into_split(sock);
+    let (out, writer) = Outbox::new(wr, None);
+    let mut c = Replayed {
+        out,
+        socket: rd,
+        frames: FrameReader::new(Direction::Response, max_frame_bytes),
+        writer: tokio::spawn(writer),
+        peer,
+    };
+    let mut auth = handshake.auth.iter();
+    let mut next = Envelope::request_frame(version, Opcode::STARTUP, startup);
+    loop {
+        let env = c.ask(next).await?;
+        let op = env.header().opcode;
+        if version >= ProtocolVersion::V5
+            && !c.frames.is_framed()
+            && (op == Opcode::READY || op == Opcode::AUTHENTICATE)
+        {
+            c.out
+                .send(Out::StartFraming { lz4: handshake.lz4 })
+                .await
+                .map_err(|_| OpenError::Closed)?;
+            c.frames.start_framing(handshake.lz4);
+        }
+        match op {
+            Opcode::READY | Opcode::AUTH_SUCCESS => return Ok(c),
+            Opcode::AUTHENTICATE | Opcode::AUTH_CHALLENGE => {
+                let body = auth
+                    .next()
+                    .ok_or(OpenError::Diverged("more authentication"))?;
+                next = Envelope::request_frame(version, Opcode::AUTH_RESPONSE, body);
+            }
+            _ => return Err(OpenError::Diverged("an error or another answer")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -157,7 +157,12 @@ impl Check {
     }
 
     fn forward(self) -> Step {
-        Step::Forward(Envelope::new(self.header, &self.body))
+        Step::Forward(self.held())
+    }
+
+    /// The held answer, as it is (the check is given up: its connection ended).
+    pub fn held(self) -> Envelope {
+        Envelope::new(self.header, &self.body)
     }
 
     /// The answer `env` to the last question arrived (at `now`); `wait` is how long the

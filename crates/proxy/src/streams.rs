@@ -69,6 +69,25 @@ impl<P> StreamTable<P> {
         }
     }
 
+    /// A table that hands out no id: that of a connection whose upstream socket is gone (its
+    /// requests in flight were taken with [`StreamTable::into_pending`]). Every allocation
+    /// fails as when all ids are in use, so the senders' common path needs no check of its
+    /// own; the slow path, which would wait for an id, asks [`StreamTable::is_closed`].
+    pub fn closed() -> Self {
+        StreamTable {
+            capacity: 0,
+            free_bits: Vec::new(),
+            slots: Vec::new(),
+            tags: Vec::new(),
+            in_use: 0,
+        }
+    }
+
+    /// Whether this is a [`StreamTable::closed`] table.
+    pub fn is_closed(&self) -> bool {
+        self.capacity == 0
+    }
+
     /// Takes a free id for `pending`, or `None` when all are in use.
     pub fn allocate(&mut self, pending: P) -> Option<i16> {
         self.allocate_tagged(pending, None, crate::control::Group::Other)
@@ -240,6 +259,11 @@ impl<P> StreamTable<P> {
     pub fn in_use(&self) -> usize {
         self.in_use
     }
+
+    /// Every request in flight, taken out of the table (its connection is gone).
+    pub fn into_pending(self) -> impl Iterator<Item = P> {
+        self.slots.into_iter().flatten()
+    }
 }
 
 #[cfg(test)]
@@ -266,6 +290,25 @@ mod tests {
         assert_eq!(t.release(77), None);
         assert_eq!(t.allocate(p(5)), Some(77));
         assert_eq!(t.release(-1), None);
+    }
+
+    #[test]
+    fn a_closed_table_hands_out_nothing_and_gives_its_requests_back() {
+        let mut t = StreamTable::<i16>::with_capacity(8);
+        let a = t.allocate(p(3)).unwrap();
+        t.allocate(p(4)).unwrap();
+        t.release(a);
+        let mut left: Vec<i16> = std::mem::replace(&mut t, StreamTable::closed())
+            .into_pending()
+            .collect();
+        left.sort();
+        assert_eq!(left, [4]);
+        assert!(t.is_closed() && !StreamTable::<i16>::new().is_closed());
+        assert_eq!(t.allocate(p(5)), None);
+        // A replay under a given id takes nothing either.
+        t.allocate_exact(0, p(6));
+        assert_eq!(t.in_use(), 0);
+        assert_eq!(t.in_flight().count(), 0);
     }
 
     #[test]

@@ -50,6 +50,11 @@ impl Statement {
         self.shape.clone()
     }
 
+    /// Whether the statement is a read (see [`autoprep_protocol::cql::read`]).
+    pub fn is_read(&self) -> bool {
+        autoprep_protocol::cql::read::is_read(self.text.as_bytes())
+    }
+
     /// The keyspace the statement was prepared in.
     pub fn keyspace(&self) -> Option<&str> {
         self.keyspace.as_deref()
@@ -69,7 +74,7 @@ impl Statement {
     /// the id the proxy gave out: on v5 naming its keyspace (unless every table is qualified);
     /// on v4 only while the connection is in that keyspace (`conn_keyspace`), `None` otherwise.
     /// The flag says whether the server takes the keyspace from the connection (see
-    /// `session::hold_use`).
+    /// `session::Conn::hold_use`).
     pub fn prepare_frame(
         &self,
         version: ProtocolVersion,

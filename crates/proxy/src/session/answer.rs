@@ -1,11 +1,32 @@
-//! Cassandra's once-per-connection warning about `USE` with prepared statements in a server
-//! answer: found, and taken out (the client had it from the proxy already).
+//! Answers the proxy gives of its own: the one to a request in flight on an upstream
+//! connection that ended, and Cassandra's once-per-connection warning about `USE` with
+//! prepared statements in a server answer, found and taken out (the client had it from the
+//! proxy already).
 
 use crate::rewrite::literal_prepare;
 use crate::wire::Wire;
 use autoprep_protocol::envelope::Envelope;
+use autoprep_protocol::envelope::ProtocolVersion;
 use autoprep_protocol::envelope::{Flags, Header};
 use autoprep_protocol::message::ResponseBody;
+use bytes::BytesMut;
+
+/// The answer to client stream `stream`'s request, in flight on the connection to `node`
+/// (`what` it is to the client connection: "the replica", "the home node") when that
+/// connection ended: `Overloaded`, since it may have run. Drivers retry what is idempotent,
+/// as after a coordinator's failure.
+pub(super) fn ended_in_flight(
+    version: ProtocolVersion,
+    stream: i16,
+    what: &str,
+    node: Option<std::net::SocketAddr>,
+) -> BytesMut {
+    let node = node.map(|a| format!(" {a}")).unwrap_or_default();
+    let msg = format!(
+        "autoprep: the connection to {what}{node} ended with this request in flight; it may have run"
+    );
+    crate::limit::overloaded(version, stream, &msg)
+}
 
 /// The response `env` without Cassandra's warning about `USE` with prepared statements (a
 /// warning the server gives once per connection, which the client already had from the

@@ -3,6 +3,12 @@
 //! whole [`Context`]), the connection's own state, and the **one send path** home
 //! ([`Conn::send`]: an upstream stream id taken or reused, what it is pending for recorded,
 //! the frame written through [`Conn::push`]), with [`Conn::answer`] toward the client.
+//!
+//! A `Conn` is one home: its outbox, node id and address are plain fields, read without a
+//! lock on every request. When the home node fails, the session opens a new home and hands the
+//! connection over to a new `Conn` (see `super::rehome`): the old one's stream table is closed,
+//! and whatever is still sent through it (by the client reader until its next read, by a
+//! replica connection's reader) goes on to its successor ([`Conn::send`]).
 
 use super::end::End;
 use super::pending::{Epochs, Pending};
@@ -23,8 +29,9 @@ use crate::writer::{Out, Outbox};
 use bytes::BytesMut;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -102,11 +109,17 @@ pub(super) struct Conn {
     pub(super) client_framing: std::sync::OnceLock<bool>,
     /// The upstream node's address (what `system.local` on this connection describes).
     pub(super) home: Option<std::net::SocketAddr>,
-    /// Connections to the replicas this connection routes to.
-    pub(super) links: replica::Links,
+    /// Connections to the replicas this connection routes to (they outlive a home: shared
+    /// with the successor).
+    pub(super) links: Arc<replica::Links>,
     /// The client's outbox and the home connection's.
     pub(super) client: Outbox,
     pub(super) upstream: Outbox,
+    /// Set once the home is gone: the `Conn` of the new home, or `None` when the session
+    /// ended without one (see [`Conn::hand_over`]).
+    next: OnceLock<Option<Arc<Conn>>>,
+    /// Signalled when `next` is set.
+    handed: Notify,
 }
 
 /// Where a connection is: what [`Conn::open`] needs besides the proxy's parts.
@@ -145,9 +158,76 @@ impl Conn {
             ready: AtomicBool::new(false),
             client_framing: std::sync::OnceLock::new(),
             home: place.home,
-            links: replica::Links::default(),
+            links: Arc::default(),
             client: place.client,
             upstream: place.upstream,
+            next: OnceLock::new(),
+            handed: Notify::new(),
+        }
+    }
+
+    /// The handle of the new home at `place` of this connection, whose home failed: the same
+    /// parts of the proxy, client, replica connections and tokens, with `state` (see
+    /// [`State::hand_over`]).
+    pub(super) fn rehomed(&self, place: Place, state: State) -> Conn {
+        let negotiated = Negotiated::default();
+        negotiated.set(self.negotiated.get());
+        let client_framing = std::sync::OnceLock::new();
+        if let Some(&lz4) = self.client_framing.get() {
+            let _ = client_framing.set(lz4);
+        }
+        Conn {
+            noted: state.traces.noted(),
+            rewriter: self.rewriter.clone(),
+            cluster: self.cluster.clone(),
+            topology: self.topology.clone(),
+            metrics: self.metrics.clone(),
+            upstream_tls: self.upstream_tls.clone(),
+            tracing: self.tracing.clone(),
+            settings: self.settings,
+            negotiated,
+            state: Mutex::new(state),
+            freed: Notify::new(),
+            prepares_answered: Notify::new(),
+            node: place.node,
+            local: place.local,
+            closing: self.closing.clone(),
+            client_stopped: self.client_stopped.clone(),
+            ready: AtomicBool::new(self.ready.load(std::sync::atomic::Ordering::Acquire)),
+            client_framing,
+            home: place.home,
+            links: self.links.clone(),
+            client: place.client,
+            upstream: place.upstream,
+            next: OnceLock::new(),
+            handed: Notify::new(),
+        }
+    }
+
+    /// This home is over: `next` (the new home) takes what is still sent through it;
+    /// `None`, the session ends. Set once.
+    pub(super) fn hand_over(&self, next: Option<Arc<Conn>>) {
+        let _ = self.next.set(next);
+        self.handed.notify_waiters();
+    }
+
+    /// The new home, once this one was handed over to it (one atomic load: the client reader
+    /// looks at each read).
+    #[inline]
+    pub(super) fn moved_to(&self) -> Option<&Arc<Conn>> {
+        self.next.get().and_then(Option::as_ref)
+    }
+
+    /// The new home, waiting while it is being opened; `None` when the session ended.
+    async fn successor(&self) -> Option<Arc<Conn>> {
+        loop {
+            let handed = self.handed.notified();
+            tokio::pin!(handed);
+            handed.as_mut().enable();
+            if let Some(next) = self.next.get() {
+                return next.clone();
+            }
+            handed.await;
         }
     }
 
@@ -238,8 +318,13 @@ impl Conn {
         let taken = match id {
             Id::Take => self.lock().streams.allocate_tagged(pending, shape, group),
             Id::Reuse(up) => {
-                self.lock().streams.allocate_exact(up, pending);
-                Ok(up)
+                let mut st = self.lock();
+                if st.streams.is_closed() {
+                    Err((pending, shape))
+                } else {
+                    st.streams.allocate_exact(up, pending);
+                    Ok(up)
+                }
             }
         };
         let now = match taken {
@@ -249,11 +334,86 @@ impl Conn {
         async move {
             match now {
                 Ok(pushed) => pushed.await,
-                Err(((pending, shape), frame)) => {
-                    let up = self.take_id(pending, shape, group).await;
-                    self.push(frame, up).await
+                Err(((pending, shape), frame)) => match self.take_id(pending, shape, group).await {
+                    Ok(up) => self.push(frame, up).await,
+                    Err((pending, shape)) => self.forward(frame, pending, shape, group).await,
+                },
+            }
+        }
+    }
+
+    /// Sends what was to go through this home, which is gone, through its successor once it
+    /// is open (it never reached the old node). The proxy's own reads for the cluster view
+    /// stop (their refresh describes the old node: it is abandoned); the proxy's PREPARE of a
+    /// shape is abandoned on the old node (the new one proves nothing for it: see
+    /// [`State::hand_over`]). A `USE` waits its turn there as on any home (see
+    /// [`Conn::hold_use`]). Boxed: it sends through another `Conn`'s `send`, and it is rare.
+    fn forward(
+        &self,
+        frame: BytesMut,
+        pending: Pending,
+        shape: Option<ShapeRef>,
+        group: Group,
+    ) -> Pin<Box<dyn Future<Output = Result<(), End>> + Send + '_>> {
+        Box::pin(async move {
+            if let Pending::ClusterRead(_) = pending {
+                self.cluster.abandon_refresh();
+                return Ok(());
+            }
+            if let Pending::Prepare { hash, .. } = &pending {
+                self.rewriter.cache.abandoned(self.node, *hash);
+            }
+            // The session ended: the client connection closes with it.
+            let next = self.successor().await.ok_or(End::HomeGone)?;
+            if pending.is_use() {
+                next.hold_use().await;
+            }
+            {
+                let mut st = next.lock();
+                if pending.is_use() {
+                    st.use_in_flight += 1;
+                    st.keyspace_epoch += 1;
+                }
+                if pending.is_exposed_prepare() {
+                    st.exposed_prepares += 1;
                 }
             }
+            let sent = next.send(frame, pending, shape, group, Id::Take).await;
+            next.upstream.flush();
+            sent
+        })
+    }
+
+    /// Holds a client's `USE` until every PREPARE of the proxy's own on the connection whose
+    /// keyspace the server takes from the connection has been answered.
+    ///
+    /// Cassandra reads a PREPARE's keyspace from the connection twice: once to parse the
+    /// statement (`QueryProcessor.parseAndPrepare` → `setKeyspace(clientState)`) and once to file
+    /// it (`QueryProcessor.prepare` → `storePreparedStatement(queryString,
+    /// clientState.getRawKeyspace(), prepared)`, 5.0.6). The server runs a connection's requests
+    /// concurrently, so a `USE b` that lands between the two files the statement parsed in `a`
+    /// under the id of `b` (md5 of `b` + text), replacing the statement of `b` the proxy may already
+    /// have proven and cached there: the proxy's next EXECUTE of `b`'s id then writes into `a`
+    /// (seen in the generative test, v4). The proof of the answer cannot see this (the damage is to
+    /// another id's entry on the server), so the `USE` must never run beside such a PREPARE. On v5
+    /// the proxy names the keyspace in its PREPARE (`PrepareMessage` clones the client state with
+    /// it), which is immune. The client's own PREPAREs are its own affair, as they are directly.
+    pub(super) async fn hold_use(&self) {
+        let mut held = false;
+        loop {
+            let answered = self.prepares_answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.lock().exposed_prepares == 0 {
+                break;
+            }
+            if !held {
+                held = true;
+                Metrics::inc(&self.metrics.uses_held);
+            }
+            // The PREPAREs may still sit in the outbox.
+            self.upstream.flush();
+            answered.await;
         }
     }
 
@@ -266,7 +426,8 @@ impl Conn {
     ) -> impl Future<Output = Result<(), End>> + Send + '_ {
         wire::set_stream(&mut frame, up);
         let sent = self.upstream.send(Out::Envelope(frame));
-        async move { sent.await.map_err(|_| End::WriterGone) }
+        // Its id is in the table: if the home is gone, its end answers it.
+        async move { sent.await.map_err(|_| End::HomeGone) }
     }
 
     /// An answer to the client (its stream id already set), into its outbox when called.
@@ -280,12 +441,14 @@ impl Conn {
 
     /// Takes an upstream stream id for `pending`, waiting while every id is in flight. Before
     /// waiting, what was pushed toward the server is written: its answers are what frees ids.
+    /// `Err` gives `pending` back when the home is gone (its table closed).
+    #[allow(clippy::type_complexity)]
     async fn take_id(
         &self,
         mut pending: Pending,
         mut shape: Option<ShapeRef>,
         group: Group,
-    ) -> i16 {
+    ) -> Result<i16, (Pending, Option<ShapeRef>)> {
         let mut waiting = false;
         loop {
             {
@@ -294,8 +457,11 @@ impl Conn {
                     st.id_waiters -= 1;
                 }
                 match st.streams.allocate_tagged(pending, shape, group) {
-                    Ok(id) => return id,
+                    Ok(id) => return Ok(id),
                     Err(back) => (pending, shape) = back,
+                }
+                if st.streams.is_closed() {
+                    return Err((pending, shape));
                 }
                 // Counted under the lock the allocation failed under: every release after it
                 // sees the count and signals `freed` (whose permit waits if nobody listens yet).
@@ -427,6 +593,59 @@ mod tests {
         conn.wake_senders(wake);
         waiting.await.unwrap().unwrap();
         assert_eq!(conn.lock().streams.release(first), Some(Pending::client(2)));
+    }
+
+    #[tokio::test]
+    async fn what_is_sent_through_a_home_that_is_gone_goes_to_the_new_home() {
+        let (old, _gone) = conn(4).await;
+        let (next, mut new_home) = conn(4).await;
+        let (in_flight, _) = old.lock().hand_over(4);
+        assert!(in_flight.is_empty());
+        // Sent while the new home is being opened: it waits for it.
+        let sending = |pending: Pending| {
+            let old = old.clone();
+            tokio::spawn(async move {
+                let frame = query();
+                old.send(frame, pending, None, Group::Other, Id::Take).await
+            })
+        };
+        let request = sending(Pending::Client {
+            stream: 5,
+            use_keyspace: true,
+        });
+        let view_read = sending(Pending::ClusterRead(crate::cluster::Part::Local));
+        tokio::task::yield_now().await;
+        assert!(!request.is_finished());
+        old.hand_over(Some(next.clone()));
+        request.await.unwrap().unwrap();
+        // The proxy's read for the cluster view describes the old node: it stops.
+        view_read.await.unwrap().unwrap();
+        let up = written_stream(&mut new_home).await;
+        {
+            let mut st = next.lock();
+            assert_eq!(
+                st.streams.release(up),
+                Some(Pending::Client {
+                    stream: 5,
+                    use_keyspace: true
+                })
+            );
+            assert_eq!(st.streams.in_use(), 0);
+            // A USE in flight there: nothing is rewritten until it is answered.
+            assert_eq!(st.use_in_flight, 1);
+        }
+        // Once the session ended without a new home, nothing is sent.
+        let (last, _) = conn(4).await;
+        last.lock().hand_over(4);
+        last.hand_over(None);
+        let sent = last.send(
+            query(),
+            Pending::client(1),
+            None,
+            Group::Other,
+            Id::Reuse(0),
+        );
+        assert!(matches!(sent.await, Err(End::HomeGone)));
     }
 
     #[tokio::test]

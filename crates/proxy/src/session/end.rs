@@ -20,8 +20,22 @@ pub(super) enum End {
     BadUpstreamInput(String),
     /// A writer went away (its socket failed).
     WriterGone,
+    /// The home connection's outbox is gone (its socket failed, or the home was replaced):
+    /// what was pushed toward it is answered by its end (see `super::rehome`).
+    HomeGone,
     /// The drain's grace period ended.
     Closing,
+}
+
+impl End {
+    /// The home node's connection failed (not the client, not a protocol error): the client
+    /// connection may move to a new home (see `super::rehome`).
+    pub(super) fn home_failed(&self) -> bool {
+        matches!(
+            self,
+            End::UpstreamClosed | End::UpstreamIo(_) | End::HomeGone
+        )
+    }
 }
 
 /// The client stopped sending in the middle of a frame: answer (it may still be reading).

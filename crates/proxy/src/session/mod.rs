@@ -1,4 +1,4 @@
-//! One client connection and its own upstream connection.
+//! One client connection and its own upstream connection (its home).
 //!
 //! Two readers run concurrently in the connection's task: client → upstream takes a fresh
 //! upstream stream id for every request, upstream → client maps each response back to the
@@ -6,6 +6,10 @@
 //! while handling one read is written when that read is handled, from this task when the
 //! socket takes it. v5 framing starts on both sides once the server answers STARTUP with READY
 //! or AUTHENTICATE.
+//!
+//! When the home connection fails (the node died or closed it), the client connection is kept
+//! and moves to a new home on another node, the client's handshake, keyspace and event
+//! registrations replayed there (see [`rehome`]); only when no node can be reached is it closed.
 //!
 //! At the end of a drain's grace period (see [`crate::lifecycle`]) the client reader stops
 //! reading, the upstream reader goes on until every forwarded request is answered (at most
@@ -20,8 +24,10 @@ use response::upstream_to_client;
 use crate::context::Context;
 use crate::lifecycle;
 use crate::metrics::Metrics;
+use crate::wire::FrameReader;
 use crate::writer::Outbox;
 use crate::{socket, tls, upstream};
+use autoprep_protocol::envelope::Direction;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +39,7 @@ mod classify;
 mod conn;
 mod end;
 mod pending;
+mod rehome;
 mod request;
 mod response;
 mod routing;
@@ -41,6 +48,9 @@ mod state;
 
 /// How long the client writer may take to flush a final answer after the session ends.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
+
+/// A home that fails within this long of the move to it ends the session (see [`rehome`]).
+const REHOME_PAUSE: Duration = Duration::from_secs(1);
 
 /// Runs one client connection to completion.
 pub async fn run(id: u64, client: TcpStream, ctx: Arc<Context>) {
@@ -102,34 +112,65 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
     let (to_client, client_task) = Outbox::new(client_wr, sent);
     let (to_upstream, upstream_task) = Outbox::new(upstream_wr, None);
     let client_writer = tokio::spawn(client_task.in_current_span());
-    let upstream_writer = tokio::spawn(upstream_task.in_current_span());
+    let mut upstream_writer = tokio::spawn(upstream_task.in_current_span());
     let place = Place {
         node: picked.node,
         local,
         home,
         client: to_client.clone(),
-        upstream: to_upstream.clone(),
+        upstream: to_upstream,
     };
-    let conn = Arc::new(Conn::open(ctx, place));
+    let first = Arc::new(Conn::open(ctx, place));
+    // The home the session is on: a new one when the home node fails (see `rehome`).
+    let mut conn = first.clone();
 
     // A block, so that both readers are gone at its end.
     let end = {
-        let client_side = client_to_upstream(client_rd, &conn);
-        let upstream_side = upstream_to_client(upstream_rd, &conn);
-        tokio::pin!(upstream_side);
-        let end = tokio::select! {
-            end = client_side => end,
-            end = &mut upstream_side => end,
-        };
-        match end {
-            // The client reader stopped: deliver the answers to what it forwarded, then close.
-            End::Closing => {
-                conn.client_stopped.cancel();
-                tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
-                    .await
-                    .unwrap_or(End::Closing)
+        let client_side = client_to_upstream(client_rd, first);
+        tokio::pin!(client_side);
+        let mut upstream_rd = upstream_rd;
+        let mut frames = FrameReader::new(Direction::Response, cfg.max_frame_bytes);
+        let mut rehomed_at: Option<std::time::Instant> = None;
+        loop {
+            let end = {
+                let upstream_side = upstream_to_client(upstream_rd, frames, &conn);
+                tokio::pin!(upstream_side);
+                let end = tokio::select! {
+                    end = &mut client_side => end,
+                    end = &mut upstream_side => end,
+                };
+                match end {
+                    // The client reader stopped: deliver the answers to what it forwarded,
+                    // then close.
+                    End::Closing => {
+                        conn.client_stopped.cancel();
+                        break tokio::time::timeout(lifecycle::CLOSE_WAIT, &mut upstream_side)
+                            .await
+                            .unwrap_or(End::Closing);
+                    }
+                    other => other,
+                }
+            };
+            // The home failed: the client connection moves to a new one while its reader
+            // waits (it is not polled meanwhile), unless the session is ending anyway, or its
+            // last new home failed at once (a node that ends every connection: no loop).
+            let ending = conn.closing.is_cancelled() || conn.client_stopped.is_cancelled();
+            let again_at_once = rehomed_at.is_some_and(|at| at.elapsed() < REHOME_PAUSE);
+            if !end.home_failed() || ending || again_at_once {
+                break end;
             }
-            other => other,
+            rehomed_at = Some(std::time::Instant::now());
+            debug!(error = ?end, "home connection failed; looking for a new home");
+            match rehome::rehome(ctx, &conn).await {
+                Some(new) => {
+                    upstream_writer.abort();
+                    upstream_writer = new.writer;
+                    conn = new.conn;
+                    upstream_rd = new.socket;
+                    frames = new.frames;
+                }
+                None => break end,
+            }
         }
     };
     match &end {
@@ -150,6 +191,9 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
         End::BadUpstreamInput(e) => {
             warn!(error = %e, "malformed data from upstream; closing the client connection")
         }
+        End::HomeGone => {
+            warn!("upstream connection failed; closing the client connection")
+        }
         End::WriterGone => debug!("a socket writer stopped"),
         End::Closing => info!("drain grace period over; connection closed"),
     }
@@ -163,9 +207,11 @@ async fn serve(client: TcpStream, ctx: &Arc<Context>) {
         }
     }
     conn.links.close_all();
+    // Whatever still waits for a new home gives up: there is none.
+    conn.hand_over(None);
     // The readers are gone: the writers write what is left and stop.
     to_client.close();
-    to_upstream.close();
+    conn.upstream.close();
     let _ = tokio::time::timeout(FLUSH_GRACE, client_writer).await;
     upstream_writer.abort();
 }

@@ -100,6 +100,15 @@ impl Pending {
         )
     }
 
+    /// A PREPARE of the proxy's whose keyspace the server takes from the connection: a `USE`
+    /// waits for its answer (see `Conn::hold_use`).
+    pub fn is_exposed_prepare(&self) -> bool {
+        matches!(
+            self,
+            Pending::Prepare { exposed: true, .. } | Pending::Materialize { exposed: true, .. }
+        )
+    }
+
     /// The client's stream id of a plain forwarded request (its answer goes back as it is).
     pub fn plain_client(&self) -> Option<i16> {
         match self {

@@ -9,9 +9,7 @@ use super::conn::{Conn, Id};
 use super::end::{refuse, refuse_truncated, End};
 use super::pending::{as_sent, client_prepare, LiteralRequest, Pending, RewrittenAnswer};
 use super::routing;
-use super::send::{
-    hold_use, literal_prepare_request, materialize, pass_client_prepare, send_prepare,
-};
+use super::send::{literal_prepare_request, materialize, pass_client_prepare, send_prepare};
 use super::state::State;
 use crate::control::{self, Group};
 use crate::metrics::Metrics;
@@ -38,11 +36,15 @@ use std::time::Instant;
 use tokio::io::AsyncRead;
 use tracing::debug;
 
-/// Reads client envelopes and forwards them upstream under proxy-owned stream ids.
-pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Arc<Conn>) -> End {
+/// Reads client envelopes and forwards them upstream under proxy-owned stream ids, through
+/// `conn`, and through each new home it is handed over to (see `super::rehome`) from the read
+/// after.
+pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, mut conn: Arc<Conn>) -> End {
     let mut reader = FrameReader::new(Direction::Request, conn.settings.max_frame);
     let mut scratch = rewrite::Scratch::default();
-    let closing = conn.closing.cancelled();
+    // Every home of the connection shares its drain token.
+    let closing_token = conn.closing.clone();
+    let closing = closing_token.cancelled();
     tokio::pin!(closing);
     // When the last read returned: the clock is read once for every request one read brought.
     let mut read_at = Stamp::now();
@@ -56,31 +58,27 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Ar
                     reader.start_framing(lz4);
                 }
             }
-            if let Some(run) = plain_run(&mut reader, read_at, conn) {
-                if conn
-                    .upstream
-                    .send(crate::writer::Out::Envelope(run))
-                    .await
-                    .is_err()
-                {
-                    return End::WriterGone;
-                }
+            if let Some(run) = plain_run(&mut reader, read_at, &conn) {
+                // Gone, the home's end answers what its table holds (these among them).
+                let _ = conn.upstream.send(crate::writer::Out::Envelope(run)).await;
             }
             let env = match reader.decode() {
                 Ok(Some(env)) => env,
                 Ok(None) => break,
                 Err(e) => return refuse(e, &conn.client).await,
             };
-            let sent = match on_request(env, read_at, conn, &mut scratch) {
+            let sent = match on_request(env, read_at, &conn, &mut scratch) {
                 Next::Pushed(wait) => wait.await,
-                Next::Route(route) => send(route, conn).await,
+                Next::Route(route) => send(route, &conn).await,
             };
-            if let Err(end) = sent {
-                return end;
+            match sent {
+                // The home's end answers it (see `super::rehome`); the client goes on.
+                Ok(()) | Err(End::HomeGone) => {}
+                Err(end) => return end,
             }
         }
         if !view_asked {
-            view_asked = routing::first_view(conn).await;
+            view_asked = routing::first_view(&conn).await;
         }
         // Everything this read brought leaves in one write per socket.
         conn.upstream.flush();
@@ -107,6 +105,10 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, conn: &Ar
             }
             Ok(_) => read_at = Stamp::now(),
             Err(e) => return End::ClientIo(e),
+        }
+        // Between two reads no request is half-handled: the place to move to a new home.
+        while let Some(next) = conn.moved_to() {
+            conn = next.clone();
         }
     }
 }
@@ -299,7 +301,10 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
         return Route::Answer(protocol_error::build(header.version, header.stream.0, &msg));
     }
     conn.metrics.request(header.opcode.0);
-    if header.opcode == Opcode::STARTUP || header.opcode == Opcode::AUTH_RESPONSE {
+    if matches!(
+        header.opcode,
+        Opcode::STARTUP | Opcode::AUTH_RESPONSE | Opcode::REGISTER
+    ) {
         note_handshake(&env, conn);
     }
     if conn.tracing.enabled() {
@@ -416,8 +421,9 @@ fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<By
     run
 }
 
-/// Keeps what the connection's handshake negotiates (compression) and, when routing is on,
-/// what opening a replica connection replays (STARTUP and AUTH_RESPONSE bodies).
+/// Keeps what the connection's handshake negotiates (compression), and what opening a
+/// replica connection or a new home replays (STARTUP and AUTH_RESPONSE bodies, and the
+/// events the client REGISTERs for: see `super::rehome`).
 fn note_handshake(env: &Envelope, conn: &Conn) {
     let header = env.header();
     if header.opcode == Opcode::STARTUP {
@@ -426,22 +432,35 @@ fn note_handshake(env: &Envelope, conn: &Conn) {
             conn.negotiate(s.compression());
             conn.lock().lz4_requested = s.compression() == Some(Compression::Lz4);
         }
-        if conn.cluster.enabled() {
-            let mut st = conn.lock();
-            st.handshake = replica::Handshake {
-                version: Some(header.version),
-                startup: Some(zeroize::Zeroizing::new(env.body().to_vec())),
-                lz4: st.lz4_requested,
-                ..replica::Handshake::default()
-            };
-        }
+        let mut st = conn.lock();
+        st.handshake = replica::Handshake {
+            version: Some(header.version),
+            startup: Some(zeroize::Zeroizing::new(env.body().to_vec())),
+            lz4: st.lz4_requested,
+            ..replica::Handshake::default()
+        };
     }
-    if header.opcode == Opcode::AUTH_RESPONSE && conn.cluster.enabled() {
+    if header.opcode == Opcode::AUTH_RESPONSE {
         let mut st = conn.lock();
         if !st.handshake.complete {
             st.handshake
                 .auth
                 .push(zeroize::Zeroizing::new(env.body().to_vec()));
+        }
+    }
+    if header.opcode == Opcode::REGISTER {
+        // Replayed as it is; a body the proxy cannot read is not (a new home then does not
+        // deliver events: nothing could be asked of it).
+        let body = conn.wire().body(env);
+        let message = body.as_deref().and_then(|b| {
+            let rb = autoprep_protocol::message::RequestBody::parse(header, b).ok()?;
+            Some(Bytes::copy_from_slice(rb.message))
+        });
+        if let Some(body) = message {
+            let mut st = conn.lock();
+            if !st.registered.contains(&body) {
+                st.registered.push(body);
+            }
         }
     }
 }
@@ -762,7 +781,7 @@ async fn send_home(h: Home, conn: &Conn) -> Result<(), End> {
     if h.pending.is_use() {
         // The keyspace is not known until the USE is answered; it never runs beside a
         // PREPARE of the proxy's that takes its keyspace from the connection.
-        hold_use(conn).await;
+        conn.hold_use().await;
         let mut st = conn.lock();
         st.use_in_flight += 1;
         st.keyspace_epoch += 1;

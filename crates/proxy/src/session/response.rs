@@ -19,7 +19,7 @@ use crate::topology;
 use crate::wire::FrameReader;
 use crate::writer::Out;
 use autoprep_protocol::envelope::Flags;
-use autoprep_protocol::envelope::{Direction, Envelope, Opcode, ProtocolVersion, StreamId};
+use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::ResponseBody;
 use bytes::BytesMut;
@@ -33,9 +33,13 @@ use std::time::Instant;
 use tokio::io::AsyncRead;
 use tracing::{debug, warn, Instrument};
 
-/// Reads server envelopes and returns each to the client under its own stream id.
-pub(super) async fn upstream_to_client(mut rd: impl AsyncRead + Unpin, conn: &Arc<Conn>) -> End {
-    let mut reader = FrameReader::new(Direction::Response, conn.settings.max_frame);
+/// Reads server envelopes (through `reader`, which may hold some already) and returns each to
+/// the client under its own stream id.
+pub(super) async fn upstream_to_client(
+    mut rd: impl AsyncRead + Unpin,
+    mut reader: FrameReader,
+    conn: &Arc<Conn>,
+) -> End {
     let client_stopped = conn.client_stopped.cancelled();
     tokio::pin!(client_stopped);
     // When the last read returned: the clock is read once for every answer one read brought.
@@ -200,7 +204,7 @@ async fn start_framing(env: Envelope, reader: &mut FrameReader, conn: &Conn) -> 
     // Order matters: the upstream writer and the client reader switch before the client can
     // see READY and send its first framed request.
     if conn.upstream.send(Out::StartFraming { lz4 }).await.is_err() {
-        return Err(End::WriterGone);
+        return Err(End::HomeGone);
     }
     let _ = conn.client_framing.set(lz4);
     reader.start_framing(lz4);

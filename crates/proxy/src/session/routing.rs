@@ -2,6 +2,7 @@
 //! the replica chosen for the partition, its connection (opened by replaying the client's
 //! handshake), the shape prepared there, and the answers back to the client.
 
+use super::answer::ended_in_flight;
 use super::conn::{Conn, Id};
 use super::pending::Pending;
 use super::send::{prepare_frame, recover_unprepared};
@@ -129,10 +130,7 @@ pub(super) async fn route(
         original: req.original,
         id: entry.id.clone(),
         hash: req.hash,
-        read: entry
-            .text
-            .get(..7)
-            .is_some_and(|t| t.eq_ignore_ascii_case("SELECT ")),
+        read: autoprep_protocol::cql::read::is_read(entry.text.as_bytes()),
         tag: crate::streams::Tag {
             started: Some(crate::stamp::Stamp::of(now)),
             shape: req.shape,
@@ -475,13 +473,8 @@ async fn read(conn: Arc<Conn>, o: replica::Opened) {
             let _ = super::send::materialize(&conn, stream, r.literals, original, Id::Take).await;
             conn.upstream.flush();
         } else {
-            let msg = format!(
-                "autoprep: the connection to the replica {} ended with this request in flight; it may have run",
-                link.addr
-            );
-            let _ = conn
-                .answer(crate::limit::overloaded(link.version, r.stream, &msg))
-                .await;
+            let answer = ended_in_flight(link.version, r.stream, "the replica", Some(link.addr));
+            let _ = conn.answer(answer).await;
         }
     }
     conn.client.flush();

@@ -73,6 +73,22 @@ pub(super) async fn recover_unprepared(
     debug!(
         "the server does not know a rewritten statement (UNPREPARED); sending the original request"
     );
+    send_original(conn, stream, topology, original, literals, id).await
+}
+
+/// Sends the client's `original` request (client stream id `stream`) home as it was: first
+/// what the home node must learn of the statements it names that the client prepared with
+/// literals inline (`literals`), and a topology read's answer is still rewritten
+/// (`topology`). After an UNPREPARED answer to its rewrite, or when it was a read in flight
+/// on a home that failed (see `super::rehome`).
+pub(super) async fn send_original(
+    conn: &Conn,
+    stream: i16,
+    topology: Option<crate::topology::Read>,
+    original: Bytes,
+    literals: Vec<Arc<literal_prepare::Statement>>,
+    id: Id,
+) -> Result<(), End> {
     if !literals.is_empty() {
         return materialize(conn, stream, literals, original, id).await;
     }
@@ -85,45 +101,12 @@ pub(super) async fn recover_unprepared(
 }
 
 /// One of the proxy's PREPAREs whose keyspace the server takes from the connection was
-/// answered (see [`hold_use`]).
+/// answered (see [`Conn::hold_use`]).
 pub(super) fn exposed_prepare_answered(conn: &Conn) {
     let mut st = conn.lock();
     st.exposed_prepares -= 1;
     if st.exposed_prepares == 0 {
         conn.prepares_answered.notify_waiters();
-    }
-}
-
-/// Holds a client's `USE` until every PREPARE of the proxy's own on the connection whose
-/// keyspace the server takes from the connection has been answered.
-///
-/// Cassandra reads a PREPARE's keyspace from the connection twice: once to parse the
-/// statement (`QueryProcessor.parseAndPrepare` → `setKeyspace(clientState)`) and once to file
-/// it (`QueryProcessor.prepare` → `storePreparedStatement(queryString,
-/// clientState.getRawKeyspace(), prepared)`, 5.0.6). The server runs a connection's requests
-/// concurrently, so a `USE b` that lands between the two files the statement parsed in `a`
-/// under the id of `b` (md5 of `b` + text), replacing the statement of `b` the proxy may already
-/// have proven and cached there: the proxy's next EXECUTE of `b`'s id then writes into `a`
-/// (seen in the generative test, v4). The proof of the answer cannot see this (the damage is to
-/// another id's entry on the server), so the `USE` must never run beside such a PREPARE. On v5
-/// the proxy names the keyspace in its PREPARE (`PrepareMessage` clones the client state with
-/// it), which is immune. The client's own PREPAREs are its own affair, as they are directly.
-pub(super) async fn hold_use(conn: &Conn) {
-    let mut held = false;
-    loop {
-        let answered = conn.prepares_answered.notified();
-        tokio::pin!(answered);
-        answered.as_mut().enable();
-        if conn.lock().exposed_prepares == 0 {
-            break;
-        }
-        if !held {
-            held = true;
-            Metrics::inc(&conn.metrics.uses_held);
-        }
-        // The PREPAREs may still sit in the outbox.
-        conn.upstream.flush();
-        answered.await;
     }
 }
 
