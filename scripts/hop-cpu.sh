@@ -6,6 +6,9 @@
 # alternate within each round; the comparison is paired by round (a slow moment of the machine
 # weighs on every setting of its round), with a 95 % bootstrap interval of the mean ratio.
 # Usage: scripts/hop-cpu.sh [ROUNDS] [RATIO...]   (default 15 rounds, ratios 0.01)
+#        HOP_BATCH=1 sends each request on its own (see benches/examples/hop_icount.rs).
+#        Every run has a second, sleeping thread standing for the admin server's of a deployed
+#        autoprep (HOP_IDLE_THREAD=0: without it; see the example for why it matters).
 #        N=128000 requests per run (a multiple of 64; at 1 %, fewer spans than the exporter's
 #        queue holds: none is dropped). ENDPOINT=http://host:port sends the
 #        spans to a collector over http/protobuf (scripts/otelcol.sh starts one); by default
@@ -20,6 +23,7 @@ ratios=("$@")
 [ ${#ratios[@]} -gt 0 ] || ratios=(0.01)
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/examples/hop_icount}
 N=${N:-128000}
+export HOP_IDLE_THREAD=${HOP_IDLE_THREAD:-1}
 # One run: KIND TARGET RATIO ("off": tracing off) -> ns per request.
 one() {
     if [ "$3" = off ]; then

@@ -35,6 +35,13 @@
 //! thread of its own, outside [`measured`]: the count is the requests' path only (noting each
 //! request's facts, the sampling decision, building the sampled spans and queuing them).
 //!
+//! `HOP_BATCH=1` sends each request on its own (see [`batch_len`]). `HOP_IDLE_THREAD=1` starts
+//! a second thread that sleeps, standing for the admin server's thread of a deployed autoprep
+//! (the Helm chart always has one): a process of one thread takes the kernel's single-threaded
+//! fast path for file descriptors (no atomic reference count per system call), and the trace
+//! exporter's thread would otherwise be charged with leaving it (about 600 ns per request when
+//! each request is a read and a write of its own).
+//!
 //! With `HOP_CPU` set (and run natively), it also prints the process's CPU time per request
 //! over the measured region, every thread's, kernel time included, and with tracing on the
 //! export of the region's spans (flushed before the time is read): `scripts/hop-cpu.sh`
@@ -53,6 +60,20 @@ use tokio::runtime::Runtime;
 
 /// Requests per lockstep batch.
 const BATCH: usize = 64;
+
+/// Requests per batch: [`BATCH`], or `HOP_BATCH` (1 to 64; 1: each request written and
+/// answered on its own, as from an application with one request in flight: every request
+/// then costs autoprep its own reads and writes).
+fn batch_len() -> usize {
+    static LEN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LEN.get_or_init(|| {
+        std::env::var("HOP_BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| (1..=BATCH).contains(n))
+            .unwrap_or(BATCH)
+    })
+}
 
 /// Batches before the measured ones.
 const WARMUP_BATCHES: usize = 20;
@@ -113,7 +134,7 @@ impl Client {
     async fn run(&mut self, batches: usize) -> std::io::Result<()> {
         for _ in 0..batches {
             self.sock.write_all(&self.batch).await?;
-            for _ in 0..BATCH {
+            for _ in 0..batch_len() {
                 let a = self.next_answer().await?;
                 let void = a.len() == HEADER_LEN + 4
                     && a[4] == Opcode::RESULT.0
@@ -139,11 +160,11 @@ fn put_frame(out: &mut Vec<u8>, stream: i16, opcode: Opcode, body: &[u8]) {
     out.put_slice(body);
 }
 
-/// The [`BATCH`] requests of one batch, on streams 0 to 63, each with values of its own (of
+/// The [`batch_len`] requests of one batch, on streams 0 to 63, each with values of its own (of
 /// the same lengths, so that every request costs the same).
 fn batch(kind: Kind) -> Vec<u8> {
     let mut out = Vec::new();
-    for i in 0..BATCH {
+    for i in 0..batch_len() {
         let key = format!("s-{i:06}");
         let ts = 1_798_761_600_000i64 + i as i64;
         let value = 20.0 + i as f64 / 8.0;
@@ -214,9 +235,15 @@ fn main() -> anyhow::Result<()> {
         _ => usage(),
     };
     let n: usize = n.parse().unwrap_or_else(|_| usage());
-    let batches = n / BATCH;
-    if batches == 0 || batches * BATCH != n {
+    let batches = n / batch_len();
+    if batches == 0 || batches * batch_len() != n {
         usage();
+    }
+    if std::env::var_os("HOP_IDLE_THREAD").is_some_and(|v| v == "1") {
+        // A second thread, as the admin server's in a deployed autoprep (see HOP_IDLE_THREAD).
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        });
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -172,7 +172,8 @@ impl Facts {
 #[derive(Debug, Default)]
 pub struct Requests {
     by_stream: HashMap<i16, Facts, BuildHasherDefault<StreamHasher>>,
-    /// Bit `stream % 64` set for each noted stream (0: none noted).
+    /// Bit `stream % 64` set for each noted stream, and possibly for streams no longer noted
+    /// (see [`Requests::recount`]); 0 when none is noted.
     mask: u64,
     noted: Arc<AtomicUsize>,
 }
@@ -215,6 +216,12 @@ impl Requests {
         self.noted.store(self.by_stream.len(), Ordering::Release);
     }
 
+    /// Whether the request on `stream` may be noted (its bit of the mask is set).
+    #[inline(always)]
+    pub fn may_have(&self, stream: i16) -> bool {
+        self.mask & bit(stream) != 0
+    }
+
     /// Whether any request is noted.
     #[inline(always)]
     pub fn any(&self) -> bool {
@@ -227,10 +234,14 @@ impl Requests {
         self.noted.clone()
     }
 
-    /// After a removal: publishes the count, and the mask of the streams left.
+    /// After a removal: publishes the count; the mask is cleared with the map (until then it
+    /// may keep the bit of a stream no longer noted: a lookup that finds nothing, cheaper than
+    /// recomputing it from every stream left at each answer while many are noted).
     fn recount(&mut self) {
         self.noted.store(self.by_stream.len(), Ordering::Release);
-        self.mask = self.by_stream.keys().fold(0, |m, s| m | bit(*s));
+        if self.by_stream.is_empty() {
+            self.mask = 0;
+        }
     }
 
     /// Forgets what was noted of an earlier request on `stream` (its id is reused by a

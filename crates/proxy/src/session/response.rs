@@ -246,13 +246,11 @@ fn answer_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<B
             return None;
         }
         let (stream, tag) = st.streams.release_if(h.stream.0, Pending::plain_client)?;
-        if watch {
+        if watch && (slow || st.traces.may_have(stream)) {
             // The request's span, if sampled (noted, or by the slow rule).
             let facts = st.traces.take(stream);
-            if facts.is_some() || slow {
-                let answered = crate::otel::Answer::Header(h);
-                (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
-            }
+            let answered = crate::otel::Answer::Header(h);
+            (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
         }
         conn.metrics.responded_at(tag, read_at);
         released += 1;
