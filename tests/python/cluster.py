@@ -150,6 +150,19 @@ def trace_coordinator(result):
     return str(result.get_query_trace(max_wait_sec=10).coordinator)
 
 
+def module_cluster():
+    """The body of a module-scoped `cluster` fixture (`cluster = pytest.fixture(scope="module",
+    name="cluster")(module_cluster)`): the local cluster, started or reused, stopped at the end
+    if this started it; AUTOPREP_TEST_CLUSTER=0 skips the module."""
+    import pytest
+
+    if os.environ.get("AUTOPREP_TEST_CLUSTER", "") == "0":
+        pytest.skip("AUTOPREP_TEST_CLUSTER=0")
+    c = LocalCluster.from_env()
+    yield c
+    c.close()
+
+
 class LocalCluster:
     """The three nodes: started by scripts/cluster.sh (reusing running nodes) unless
     `addresses` name an existing cluster (then `managed` is False and start/stop are refused;

@@ -28,7 +28,7 @@ import urllib.request
 import pytest
 from cassandra.cluster import NoHostAvailable
 
-from cluster import LocalCluster
+from cluster import module_cluster
 from conftest import _free_port, run_proxy
 from difftools import make_cluster
 
@@ -36,14 +36,7 @@ from difftools import make_cluster
 MAY_HAVE_RUN = "ended with this request in flight; it may have run"
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    spec = os.environ.get("AUTOPREP_TEST_CLUSTER", "")
-    if spec == "0":
-        pytest.skip("AUTOPREP_TEST_CLUSTER=0")
-    c = LocalCluster.from_env()
-    yield c
-    c.close()
+cluster = pytest.fixture(scope="module", name="cluster")(module_cluster)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
 from cassandra.query import BatchStatement, BatchType, SimpleStatement
 
-from cluster import LocalCluster
+from cluster import module_cluster
 from conftest import _free_port, run_proxy
 from difftools import make_cluster
 
@@ -41,14 +41,7 @@ STRATEGIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    spec = os.environ.get("AUTOPREP_TEST_CLUSTER", "")
-    if spec == "0":
-        pytest.skip("AUTOPREP_TEST_CLUSTER=0")
-    c = LocalCluster.from_env()
-    yield c
-    c.close()
+cluster = pytest.fixture(scope="module", name="cluster")(module_cluster)
 
 
 @pytest.fixture(scope="module")

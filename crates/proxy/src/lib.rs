@@ -69,6 +69,8 @@ pub mod session;
 pub mod shapes;
 pub mod socket;
 pub mod stamp;
+#[cfg(test)]
+mod stand_in;
 pub mod streams;
 pub mod tls;
 pub mod topology;

@@ -432,60 +432,20 @@ pub async fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoprep_protocol::envelope::{Flags, Header, StreamId};
-    use tokio::io::AsyncWriteExt;
-    use tokio::net::TcpListener;
 
-    const MAX: usize = 1 << 20;
-
-    fn answer(version: ProtocolVersion, stream: i16, opcode: Opcode, body: &[u8]) -> BytesMut {
-        let header = Header {
-            version,
-            direction: Direction::Response,
-            flags: Flags(0),
-            stream: StreamId(stream),
-            opcode,
-            length: 0,
-        };
-        Envelope::new(header, body).into_frame()
-    }
+    use crate::stand_in::{answer, MAX};
 
     /// A stand-in node: answers STARTUP with AUTHENTICATE and the AUTH_RESPONSE with
-    /// `after_auth`, then every request with a Void RESULT on its stream. Returns its address
-    /// and the requests' opcodes and bodies it saw.
+    /// `after_auth`, then every request with a Void RESULT on its stream.
     async fn node(
         after_auth: Opcode,
     ) -> (SocketAddr, tokio::sync::mpsc::Receiver<(Opcode, Vec<u8>)>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let mut frames = FrameReader::new(Direction::Request, MAX);
-            loop {
-                let env = loop {
-                    if let Some(env) = frames.decode().unwrap() {
-                        break env;
-                    }
-                    if frames.read_from(&mut sock).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                };
-                let h = *env.header();
-                let _ = tx.send((h.opcode, env.body().to_vec())).await;
-                let reply = match h.opcode {
-                    Opcode::STARTUP => {
-                        answer(h.version, h.stream.0, Opcode::AUTHENTICATE, b"\0\x01x")
-                    }
-                    Opcode::AUTH_RESPONSE => {
-                        answer(h.version, h.stream.0, after_auth, &[0, 0, 0, 0])
-                    }
-                    _ => answer(h.version, h.stream.0, Opcode::RESULT, &1i32.to_be_bytes()),
-                };
-                sock.write_all(&reply).await.unwrap();
-            }
-        });
-        (addr, rx)
+        crate::stand_in::spawn(move |h| match h.opcode {
+            Opcode::STARTUP => answer(h.version, h.stream.0, Opcode::AUTHENTICATE, b"\0\x01x"),
+            Opcode::AUTH_RESPONSE => answer(h.version, h.stream.0, after_auth, &[0, 0, 0, 0]),
+            _ => answer(h.version, h.stream.0, Opcode::RESULT, &1i32.to_be_bytes()),
+        })
+        .await
     }
 
     fn handshake() -> Handshake {

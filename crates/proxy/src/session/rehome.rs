@@ -314,11 +314,9 @@ mod tests {
     use super::*;
     use crate::rewrite::Used;
     use autoprep_protocol::envelope::{Flags, Header, StreamId};
-    use tokio::io::AsyncWriteExt;
-    use tokio::net::TcpListener;
     use zeroize::Zeroizing;
 
-    const MAX: usize = 1 << 20;
+    use crate::stand_in::{answer, MAX};
 
     fn wire() -> Wire {
         Wire {
@@ -418,52 +416,18 @@ mod tests {
         }
     }
 
-    fn answer(version: ProtocolVersion, stream: i16, opcode: Opcode, body: &[u8]) -> BytesMut {
-        let header = Header {
-            version,
-            direction: Direction::Response,
-            flags: Flags(0),
-            stream: StreamId(stream),
-            opcode,
-            length: 0,
-        };
-        Envelope::new(header, body).into_frame()
-    }
-
     /// A stand-in node that answers STARTUP with READY, a QUERY with a RESULT (or, with
-    /// `refuse_use`, an ERROR), a REGISTER with READY; it reports each request's opcode and
-    /// body.
+    /// `refuse_use`, an ERROR), a REGISTER with READY.
     async fn node(refuse_use: bool) -> (String, tokio::sync::mpsc::Receiver<(Opcode, Vec<u8>)>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(async move {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let mut frames = FrameReader::new(Direction::Request, MAX);
-            loop {
-                let env = loop {
-                    if let Some(env) = frames.decode().unwrap() {
-                        break env;
-                    }
-                    if frames.read_from(&mut sock).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                };
-                let h = *env.header();
-                let _ = tx.send((h.opcode, env.body().to_vec())).await;
-                let reply = match h.opcode {
-                    Opcode::QUERY if refuse_use => {
-                        answer(h.version, h.stream.0, Opcode::ERROR, b"\0\0\x22\0\0\x01x")
-                    }
-                    Opcode::QUERY => {
-                        answer(h.version, h.stream.0, Opcode::RESULT, &1i32.to_be_bytes())
-                    }
-                    _ => answer(h.version, h.stream.0, Opcode::READY, &[]),
-                };
-                sock.write_all(&reply).await.unwrap();
+        let (addr, seen) = crate::stand_in::spawn(move |h| match h.opcode {
+            Opcode::QUERY if refuse_use => {
+                answer(h.version, h.stream.0, Opcode::ERROR, b"\0\0\x22\0\0\x01x")
             }
-        });
-        (addr, rx)
+            Opcode::QUERY => answer(h.version, h.stream.0, Opcode::RESULT, &1i32.to_be_bytes()),
+            _ => answer(h.version, h.stream.0, Opcode::READY, &[]),
+        })
+        .await;
+        (addr.to_string(), seen)
     }
 
     fn state() -> State {

@@ -8,7 +8,7 @@ use super::pending::{Epochs, Pending, RewrittenAnswer};
 use super::routing;
 use super::send::{
     exposed_prepare_answered, literal_prepare_request, materialize, pass_client_prepare,
-    recover_unprepared,
+    send_original, unprepared,
 };
 
 use crate::control::Group;
@@ -475,7 +475,8 @@ fn rewritten_answer(
 async fn recover(u: Unprepared, conn: &Conn) -> Result<(), End> {
     let r = u.r;
     let literals = r.literals.map(|l| l.statements).unwrap_or_default();
-    recover_unprepared(
+    unprepared(conn);
+    send_original(
         conn,
         r.stream,
         r.topology,

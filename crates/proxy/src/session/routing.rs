@@ -5,7 +5,7 @@
 use super::answer::ended_in_flight;
 use super::conn::{Conn, Id};
 use super::pending::Pending;
-use super::send::{prepare_frame, recover_unprepared};
+use super::send::{prepare_frame, send_original, unprepared};
 
 use crate::control::Group;
 use crate::rewrite::literal_prepare;
@@ -492,7 +492,8 @@ async fn replica_answer(
     if conn.wire().unprepared_id(&env).is_some() {
         conn.cluster.forget(link.addr, &a.id);
         let (stream, original, literals) = (a.stream, a.original, a.literals);
-        recover_unprepared(conn, stream, None, original, literals, Id::Take).await?;
+        unprepared(conn);
+        send_original(conn, stream, None, original, literals, Id::Take).await?;
         conn.upstream.flush();
         return Ok(());
     }

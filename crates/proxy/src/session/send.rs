@@ -55,25 +55,16 @@ pub(super) async fn materialize(
     conn.send(frame, pending, None, Group::Other, id).await
 }
 
-/// A rewritten request was answered UNPREPARED (the statement did not run): the client's
-/// `original` request (client stream id `stream`) goes home as it was sent, after the home
-/// node learns the statements it names that the client prepared with literals inline
-/// (replayed as it is, it would be answered UNPREPARED); a topology read's answer is still
-/// rewritten (`topology`). The shape will be prepared again. One recovery for the answers of
-/// the home connection and of a replica connection.
-pub(super) async fn recover_unprepared(
-    conn: &Conn,
-    stream: i16,
-    topology: Option<crate::topology::Read>,
-    original: Bytes,
-    literals: Vec<Arc<literal_prepare::Statement>>,
-    id: Id,
-) -> Result<(), End> {
+/// A rewritten request was answered UNPREPARED (the statement did not run): counted and
+/// logged; the caller sends the client's original request home with [`send_original`], after
+/// the home node learns the statements it names that the client prepared with literals inline
+/// (replayed as it is, it would be answered UNPREPARED). The shape will be prepared again. One
+/// recovery for the answers of the home connection and of a replica connection.
+pub(super) fn unprepared(conn: &Conn) {
     Metrics::inc(&conn.metrics.unprepared_recoveries);
     debug!(
         "the server does not know a rewritten statement (UNPREPARED); sending the original request"
     );
-    send_original(conn, stream, topology, original, literals, id).await
 }
 
 /// Sends the client's `original` request (client stream id `stream`) home as it was: first
