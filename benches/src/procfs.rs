@@ -37,27 +37,30 @@ pub fn process_ticks(pid: u32) -> Result<u64> {
 /// each thread's `/proc/PID/task/TID/schedstat`: finer than [`process_ticks`]' clock ticks);
 /// `None` where those files are not readable.
 pub fn process_cpu_ns(pid: u32) -> Option<u64> {
-    let mut total = 0;
-    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let Ok(stat) = fs::read_to_string(task.ok()?.path().join("schedstat")) else {
-            // A thread that ended since the listing.
-            continue;
-        };
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(total)
+    tasks_cpu_ns(pid, |_| true)
 }
 
 /// CPU time in nanoseconds of the threads of process `pid` named `name` (their `comm`), or
 /// `None` where /proc is not readable.
 pub fn threads_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    tasks_cpu_ns(pid, |task| {
+        fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim_end() == name)
+    })
+}
+
+/// The schedstat CPU time of the threads of `pid` whose /proc directory `counts`.
+fn tasks_cpu_ns(pid: u32, counts: impl Fn(&std::path::Path) -> bool) -> Option<u64> {
     let mut total = 0;
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let path = task.ok()?.path();
-        let named = fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == name);
-        if let (true, Ok(stat)) = (named, fs::read_to_string(path.join("schedstat"))) {
-            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        if !counts(&path) {
+            continue;
         }
+        let Ok(stat) = fs::read_to_string(path.join("schedstat")) else {
+            // A thread that ended since the listing.
+            continue;
+        };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(total)
 }

@@ -248,7 +248,7 @@ impl Requests {
     /// request that is not noted).
     #[inline(always)]
     pub fn clear(&mut self, stream: i16) {
-        if self.mask & bit(stream) != 0 {
+        if self.may_have(stream) {
             self.forget(stream);
         }
     }
@@ -262,7 +262,7 @@ impl Requests {
 
     /// Notes what the rewrite made of the request on `stream`.
     pub fn rewrite(&mut self, stream: i16, outcome: &'static str) {
-        if self.mask & bit(stream) == 0 {
+        if !self.may_have(stream) {
             return;
         }
         if let Some(f) = self.by_stream.get_mut(&stream) {
@@ -272,7 +272,7 @@ impl Requests {
 
     /// Notes where routing sent the request on `stream`.
     pub fn routing(&mut self, stream: i16, outcome: Result<(), &'static str>) {
-        if self.mask & bit(stream) == 0 {
+        if !self.may_have(stream) {
             return;
         }
         if let Some(f) = self.by_stream.get_mut(&stream) {
@@ -283,7 +283,7 @@ impl Requests {
     /// The facts of the request on `stream`, now answered.
     #[inline(always)]
     pub fn take(&mut self, stream: i16) -> Option<Facts> {
-        if self.mask & bit(stream) == 0 {
+        if !self.may_have(stream) {
             return None;
         }
         self.take_noted(stream)
