@@ -10,6 +10,8 @@ set -euo pipefail
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A fresh clone builds once: incremental caches would only take disk (CI's is not large).
+if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL=0; fi
 
 step() { printf '\n==> %s\n' "$*"; }
 start=$SECONDS
