@@ -49,6 +49,7 @@ pub mod contact_points;
 pub mod context;
 pub mod control;
 pub mod flavor;
+pub mod handover;
 pub mod latency;
 pub mod lifecycle;
 pub mod limit;

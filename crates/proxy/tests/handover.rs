@@ -1,0 +1,160 @@
+//! The drain's hand-over, run for real: two `autoprep` processes with the same
+//! `--handover-socket`; a client connected to the first keeps using the same TCP connection
+//! after the first is signalled (SIGTERM) and hands it over to the second. Requests in flight
+//! at the signal are answered by the first; the connection's keyspace goes with it.
+//!
+//! Runs only against a node already listening (`AUTOPREP_TEST_UPSTREAM`, else 127.0.0.1:9042):
+//! it never starts one. No timing is asserted: every wait has a generous bound that only
+//! turns a hang into a failure.
+
+#![cfg(unix)]
+
+use autoprep_protocol::envelope::{Direction, Envelope, Flags, Header, Opcode, StreamId};
+use autoprep_protocol::message::query::{encode_query, QueryParams};
+use autoprep_tests::{Client, Response};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+mod support;
+use support::Proxy;
+
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// The node to use, if one is already listening.
+fn running_node() -> Option<String> {
+    let addr = std::env::var("AUTOPREP_TEST_UPSTREAM")
+        .ok()
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "127.0.0.1:9042".into());
+    let reachable = addr
+        .parse()
+        .ok()
+        .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok())
+        .is_some();
+    reachable.then_some(addr)
+}
+
+fn metrics(p: &Proxy) -> String {
+    let mut s = TcpStream::connect(p.admin).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `n` QUERY envelopes (v4, streams 1..=n) reading `system.local`, as one buffer.
+fn pipelined_reads(n: i16) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 1..=n {
+        let mut body = Vec::new();
+        let params = QueryParams {
+            consistency: 1,
+            ..Default::default()
+        };
+        encode_query(
+            autoprep_protocol::envelope::ProtocolVersion::V4,
+            b"SELECT key FROM local",
+            &params,
+            &mut body,
+        )
+        .unwrap();
+        let env = Envelope::new(
+            Header {
+                version: autoprep_protocol::envelope::ProtocolVersion::V4,
+                direction: Direction::Request,
+                flags: Flags(0),
+                stream: StreamId(i),
+                opcode: Opcode::QUERY,
+                length: 0,
+            },
+            &body,
+        );
+        out.extend_from_slice(env.as_bytes());
+    }
+    out
+}
+
+#[test]
+fn a_client_keeps_its_connection_across_the_drain() {
+    let Some(node) = running_node() else {
+        eprintln!("no node listening: skipped (this test never starts one)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("autoprep-handover-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock");
+    let sock = path.to_str().unwrap();
+    let args = ["--handover-socket", sock, "--drain-grace-seconds", "60"];
+    let mut old = Proxy::start_on(&node, &args);
+    let mut client = Client::connect(&old.addr).unwrap();
+    client.query("USE system").unwrap().ok().unwrap();
+    assert!(matches!(
+        client.query("SELECT key FROM local").unwrap().ok().unwrap(),
+        Response::Rows(_)
+    ));
+    let before = client.local_addr().unwrap();
+
+    // The next process, on its own port, takes the hand-over socket over.
+    let new = Proxy::start_on(&node, &args);
+    // Requests in flight when the signal arrives: the old process answers them first.
+    const N: i16 = 200;
+    client.send_raw(&pipelined_reads(N)).unwrap();
+    old.signal("TERM");
+    for _ in 0..N {
+        let env = client.read_envelope().unwrap();
+        assert!(matches!(
+            client.decode(&env).unwrap().ok().unwrap(),
+            Response::Rows(_)
+        ));
+    }
+    // The old process exits once it has handed the connection over.
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = old.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the old process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    old.read_log_to_the_end();
+    assert!(status.success(), "{}", old.log_text());
+    assert!(
+        old.log_text().contains("handed_over=1"),
+        "{}",
+        old.log_text()
+    );
+
+    // The same TCP connection goes on, served by the new process, in the same keyspace.
+    for _ in 0..5 {
+        assert!(
+            matches!(
+                client.query("SELECT key FROM local").unwrap().ok().unwrap(),
+                Response::Rows(_)
+            ),
+            "{}",
+            new.log_text()
+        );
+    }
+    assert_eq!(client.local_addr().unwrap(), before);
+    wait_for("the new process to count the adopted connection", || {
+        metrics(&new).contains("autoprep_handover_adopted_total{outcome=\"adopted\"} 1")
+    });
+    if std::env::var_os("HANDOVER_TEST_LOGS").is_some() {
+        eprintln!("old:\n{}\nnew:\n{}", old.log_text(), new.log_text());
+    }
+    drop(new);
+    let _ = std::fs::remove_dir_all(&dir);
+}
