@@ -275,6 +275,36 @@ impl Metrics {
             &[],
             load(&self.connections_refused),
         );
+        e.head(
+            "autoprep_drain_connections_total",
+            "counter",
+            "Client connections the drain ended, by outcome: handed over to the next process at a request boundary, the TCP connection kept (handed_over), or closed (closed: no hand-over socket or no process there, a TLS connection, or requests not all answered within the grace period).",
+        );
+        e.sample(
+            "autoprep_drain_connections_total",
+            &[("outcome", "handed_over")],
+            load(&self.drain_handed_over),
+        );
+        e.sample(
+            "autoprep_drain_connections_total",
+            &[("outcome", "closed")],
+            load(&self.drain_closed),
+        );
+        e.head(
+            "autoprep_handover_adopted_total",
+            "counter",
+            "Client connections taken over from a draining process, by outcome: served from a new home (adopted), or closed because no node could be reached or the handshake could not be replayed (closed).",
+        );
+        e.sample(
+            "autoprep_handover_adopted_total",
+            &[("outcome", "adopted")],
+            load(&self.handover_adopted),
+        );
+        e.sample(
+            "autoprep_handover_adopted_total",
+            &[("outcome", "closed")],
+            load(&self.handover_adopt_failed),
+        );
     }
 
     /// Requests by opcode, and QUERYs by outcome.
@@ -376,36 +406,6 @@ impl Metrics {
             "autoprep_home_rehomed_total",
             &[("outcome", "closed")],
             load(&self.home_rehome_failed),
-        );
-        e.head(
-            "autoprep_drain_connections_total",
-            "counter",
-            "Client connections the drain ended, by outcome: handed over to the next process at a request boundary, the TCP connection kept (handed_over), or closed (closed: no hand-over socket or no process there, a TLS connection, or requests not all answered within the grace period).",
-        );
-        e.sample(
-            "autoprep_drain_connections_total",
-            &[("outcome", "handed_over")],
-            load(&self.drain_handed_over),
-        );
-        e.sample(
-            "autoprep_drain_connections_total",
-            &[("outcome", "closed")],
-            load(&self.drain_closed),
-        );
-        e.head(
-            "autoprep_handover_adopted_total",
-            "counter",
-            "Client connections taken over from a draining process, by outcome: served from a new home (adopted), or closed because no node could be reached or the handshake could not be replayed (closed).",
-        );
-        e.sample(
-            "autoprep_handover_adopted_total",
-            &[("outcome", "adopted")],
-            load(&self.handover_adopted),
-        );
-        e.sample(
-            "autoprep_handover_adopted_total",
-            &[("outcome", "closed")],
-            load(&self.handover_adopt_failed),
         );
         e.head(
             "autoprep_home_in_flight_total",
