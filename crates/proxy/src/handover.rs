@@ -413,6 +413,18 @@ impl Kept {
     }
 }
 
+impl Drop for Kept {
+    /// Never dropped, even when the process's context is (at its exit, once the runtime is
+    /// gone): dropping a kept write half would shut down the write side of a socket the next
+    /// process serves. Its descriptor closes with the process, which sends nothing.
+    fn drop(&mut self) {
+        let kept = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
+        for thing in kept.drain(..) {
+            std::mem::forget(thing);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,19 +87,27 @@ fn pipelined_reads(n: i16) -> Vec<u8> {
     out
 }
 
-#[test]
-fn a_client_keeps_its_connection_across_the_drain() {
-    let Some(node) = running_node() else {
-        eprintln!("no node listening: skipped (this test never starts one)");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("autoprep-handover-test-{}", std::process::id()));
+/// One drain with hand-over, for a client of `version` and `compression`. With `in_flight`
+/// (v4 without compression: the test writes raw envelopes), requests are in flight when the
+/// signal arrives, and half of one is written before it and the rest after the hand-over.
+fn keeps_its_connection(
+    node: &str,
+    version: autoprep_protocol::envelope::ProtocolVersion,
+    compression: Option<autoprep_protocol::compression::Compression>,
+    in_flight: bool,
+) {
+    let dir = std::env::temp_dir().join(format!(
+        "autoprep-handover-test-{}-{}-{}",
+        std::process::id(),
+        version.as_u8(),
+        compression.is_some()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("handover.sock");
     let sock = path.to_str().unwrap();
     let args = ["--handover-socket", sock, "--drain-grace-seconds", "60"];
-    let mut old = Proxy::start_on(&node, &args);
-    let mut client = Client::connect(&old.addr).unwrap();
+    let mut old = Proxy::start_on(node, &args);
+    let mut client = Client::connect_with(&old.addr, version, compression).unwrap();
     client.query("USE system").unwrap().ok().unwrap();
     assert!(matches!(
         client.query("SELECT key FROM local").unwrap().ok().unwrap(),
@@ -108,17 +116,25 @@ fn a_client_keeps_its_connection_across_the_drain() {
     let before = client.local_addr().unwrap();
 
     // The next process, on its own port, takes the hand-over socket over.
-    let new = Proxy::start_on(&node, &args);
+    let new = Proxy::start_on(node, &args);
     // Requests in flight when the signal arrives: the old process answers them first.
     const N: i16 = 200;
-    client.send_raw(&pipelined_reads(N)).unwrap();
+    let reads = pipelined_reads(N + 1);
+    let (whole, last) = reads.split_at(reads.len() - reads.len() / (N as usize + 1));
+    let (half, rest) = last.split_at(last.len() / 2);
+    if in_flight {
+        client.send_raw(whole).unwrap();
+        client.send_raw(half).unwrap();
+    }
     old.signal("TERM");
-    for _ in 0..N {
-        let env = client.read_envelope().unwrap();
-        assert!(matches!(
-            client.decode(&env).unwrap().ok().unwrap(),
-            Response::Rows(_)
-        ));
+    if in_flight {
+        for _ in 0..N {
+            let env = client.read_envelope().unwrap();
+            assert!(matches!(
+                client.decode(&env).unwrap().ok().unwrap(),
+                Response::Rows(_)
+            ));
+        }
     }
     // The old process exits once it has handed the connection over.
     let deadline = Instant::now() + PATIENCE;
@@ -137,7 +153,17 @@ fn a_client_keeps_its_connection_across_the_drain() {
         old.log_text()
     );
 
-    // The same TCP connection goes on, served by the new process, in the same keyspace.
+    // The same TCP connection goes on, served by the new process, in the same keyspace:
+    // first the request whose first half the old process may have read.
+    if in_flight {
+        client.send_raw(rest).unwrap();
+        let env = client.read_envelope().unwrap();
+        assert_eq!(env.header().stream.0, N + 1);
+        assert!(matches!(
+            client.decode(&env).unwrap().ok().unwrap(),
+            Response::Rows(_)
+        ));
+    }
     for _ in 0..5 {
         assert!(
             matches!(
@@ -157,4 +183,19 @@ fn a_client_keeps_its_connection_across_the_drain() {
     }
     drop(new);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_client_keeps_its_connection_across_the_drain() {
+    use autoprep_protocol::compression::Compression;
+    use autoprep_protocol::envelope::ProtocolVersion::{V4, V5};
+    let Some(node) = running_node() else {
+        eprintln!("no node listening: skipped (this test never starts one)");
+        return;
+    };
+    keeps_its_connection(&node, V4, None, true);
+    keeps_its_connection(&node, V4, Some(Compression::Lz4), false);
+    // v5 framing (and its LZ4 segments) goes on where it was.
+    keeps_its_connection(&node, V5, None, false);
+    keeps_its_connection(&node, V5, Some(Compression::Lz4), false);
 }
