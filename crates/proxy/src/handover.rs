@@ -37,9 +37,10 @@ use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 /// The receiver's answer: it took the connection (or, to a probe, it is there to take them).

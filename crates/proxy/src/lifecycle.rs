@@ -366,6 +366,46 @@ mod tests {
         assert!(l.is_closing());
     }
 
+    #[test]
+    fn a_hand_over_stops_only_the_sessions_that_can_be_handed_over() {
+        let l = Lifecycle::new(4);
+        let plain = l.session_token(true);
+        let tls = l.session_token(false);
+        l.start_drain();
+        assert!(!plain.is_cancelled() && !l.handing_over());
+        l.start_handover();
+        assert!(l.handing_over() && plain.is_cancelled());
+        assert!(
+            !tls.is_cancelled(),
+            "a TLS session is served until the grace period ends"
+        );
+        l.close();
+        assert!(tls.is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_new_process_on_the_hand_over_socket_is_a_drain_as_before() {
+        let l = Arc::new(Lifecycle::new(4));
+        let conn = l.admit().unwrap();
+        let token = l.session_token(true);
+        let l2 = l.clone();
+        let path = std::env::temp_dir().join(format!("autoprep-none-{}.sock", std::process::id()));
+        let drain = tokio::spawn(async move {
+            drain(
+                &l2,
+                Duration::from_secs(30),
+                Some(&path),
+                std::future::pending(),
+            )
+            .await
+        });
+        l.reached(Phase::Closing).await;
+        assert!(!l.handing_over());
+        assert!(token.is_cancelled());
+        drop(conn);
+        assert_eq!(drain.await.unwrap(), Outcome::Drained);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn drained_when_the_last_connection_closes() {
         let l = Arc::new(Lifecycle::new(4));
