@@ -55,8 +55,9 @@ pub const PROBE_FOR: Duration = Duration::from_secs(5);
 /// The first bytes of an encoded state, with the encoding's version.
 const MAGIC: &[u8; 4] = b"APH1";
 
-/// What a client connection carries to the process that takes it over.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a client connection carries to the process that takes it over. Its `Debug` leaves
+/// the handshake's bodies out (credentials) and gives only the sizes of the rest.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Handed {
     pub version: ProtocolVersion,
     /// The compression STARTUP negotiated.
@@ -77,6 +78,20 @@ pub struct Handed {
     pub registered: Vec<Bytes>,
     /// Bytes read from the client and not handled yet (a request's first part).
     pub unread: Vec<u8>,
+}
+
+impl std::fmt::Debug for Handed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handed")
+            .field("version", &self.version)
+            .field("compression", &self.compression)
+            .field("framing", &self.framing)
+            .field("keyspace", &self.keyspace.is_some())
+            .field("auth_steps", &self.auth.len())
+            .field("registered", &self.registered.len())
+            .field("unread_bytes", &self.unread.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a state could not be decoded.
@@ -265,7 +280,12 @@ pub fn listen(path: &Path) -> io::Result<UnixListener> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(path)?;
+    // Whoever can connect could pose as the next process and be handed client connections
+    // (and their credentials): only this user may.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }
 
 /// Whether a process that takes connections over listens on `path`, trying for `within`.
@@ -467,6 +487,15 @@ mod tests {
     }
 
     #[test]
+    fn its_debug_shows_no_credentials() {
+        let shown = format!("{:?}", state());
+        assert!(
+            !shown.contains("secret") && !shown.contains("user"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn a_broken_state_is_an_error_not_a_panic() {
         let bytes = state().encode();
         for cut in 0..bytes.len() {
@@ -500,6 +529,9 @@ mod tests {
         // A stale file is replaced.
         std::fs::write(&path, b"stale").unwrap();
         let listener = listen(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
         // The connection to hand over: one end of a socket pair.
         let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let taker = tokio::spawn(async move {
