@@ -113,6 +113,18 @@ fn keeps_its_connection(
         client.query("SELECT key FROM local").unwrap().ok().unwrap(),
         Response::Rows(_)
     ));
+    // A statement the client prepared (with a literal inline: autoprep may answer it with an
+    // id of its own), and one it prepared with a bind marker.
+    let literal = client
+        .prepare("SELECT key FROM local WHERE key = 'local'")
+        .unwrap()
+        .prepared()
+        .unwrap();
+    let bound = client
+        .prepare("SELECT key FROM local WHERE key = ?")
+        .unwrap()
+        .prepared()
+        .unwrap();
     let before = client.local_addr().unwrap();
 
     // The next process, on its own port, takes the hand-over socket over.
@@ -173,6 +185,32 @@ fn keeps_its_connection(
             "{}",
             new.log_text()
         );
+    }
+    // Statements prepared before: executed, or answered UNPREPARED (an id the new process
+    // or its home does not know), then prepared again as a driver does, and executed.
+    for (p, text, values) in [
+        (
+            &literal,
+            "SELECT key FROM local WHERE key = 'local'",
+            vec![],
+        ),
+        (
+            &bound,
+            "SELECT key FROM local WHERE key = ?",
+            vec![Some(&b"local"[..])],
+        ),
+    ] {
+        let p = match client.execute(p, &values).unwrap() {
+            Response::Rows(_) => continue,
+            Response::Error { code: 0x2500, .. } => {
+                client.prepare(text).unwrap().prepared().unwrap()
+            }
+            other => panic!("EXECUTE after the hand-over: {other:?}"),
+        };
+        assert!(matches!(
+            client.execute(&p, &values).unwrap().ok().unwrap(),
+            Response::Rows(_)
+        ));
     }
     assert_eq!(client.local_addr().unwrap(), before);
     wait_for("the new process to count the adopted connection", || {

@@ -410,7 +410,11 @@ async fn go_on(ctx: &Arc<Context>, parts: Parts) {
         End::WriterGone => debug!("a socket writer stopped"),
         End::Closing => {
             Metrics::inc(&ctx.metrics.drain_closed);
-            info!("drain grace period over; connection closed")
+            if at_boundary {
+                info!("drain: the connection could not be handed over; closed")
+            } else {
+                info!("drain grace period over; connection closed")
+            }
         }
     }
 }
