@@ -235,7 +235,8 @@ pub async fn drain(
     );
     let hand_over = async {
         if let Some(path) = handover {
-            let within = crate::handover::PROBE_FOR.min(grace);
+            // Within half the grace period at most: a hand-over needs time after it.
+            let within = crate::handover::PROBE_FOR.min(grace / 2);
             if crate::handover::probe(path, within).await {
                 // (No count of open connections: `all_closed`, polled beside this, holds the
                 // permits it has been given while it waits, so `open()` reads high.)

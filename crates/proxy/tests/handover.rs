@@ -237,3 +237,52 @@ fn a_client_keeps_its_connection_across_the_drain() {
     keeps_its_connection(&node, V5, None, false);
     keeps_its_connection(&node, V5, Some(Compression::Lz4), false);
 }
+
+#[test]
+fn with_nobody_on_the_socket_the_drain_is_as_before() {
+    let Some(node) = running_node() else {
+        eprintln!("no node listening: skipped (this test never starts one)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("autoprep-handover-none-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock");
+    let sock = path.to_str().unwrap();
+    let mut old = Proxy::start_on(
+        &node,
+        &["--handover-socket", sock, "--drain-grace-seconds", "2"],
+    );
+    let mut client = Client::connect(&old.addr).unwrap();
+    client
+        .query("SELECT key FROM system.local")
+        .unwrap()
+        .ok()
+        .unwrap();
+    old.signal("TERM");
+    // Served during the grace period (its own socket file is no new process)...
+    std::thread::sleep(Duration::from_millis(500));
+    client
+        .query("SELECT key FROM system.local")
+        .unwrap()
+        .ok()
+        .unwrap();
+    // ...then closed, and counted.
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = old.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the old process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    old.read_log_to_the_end();
+    assert!(status.success(), "{}", old.log_text());
+    let log = old.log_text();
+    assert!(
+        log.contains("no new process on the hand-over socket"),
+        "{log}"
+    );
+    assert!(log.contains("handed_over=0 closed=1"), "{log}");
+    assert!(client.query("SELECT key FROM system.local").is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
