@@ -286,3 +286,79 @@ fn with_nobody_on_the_socket_the_drain_is_as_before() {
     assert!(client.query("SELECT key FROM system.local").is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TLS client connection cannot be handed over (its TLS session stays in the process): it
+/// is served through the grace period and then closed, as without a hand-over, while the new
+/// process listens on the socket.
+#[test]
+fn a_tls_client_connection_is_drained_not_handed_over() {
+    use rcgen::{CertificateParams, KeyPair};
+    let Some(node) = running_node() else {
+        eprintln!("no node listening: skipped (this test never starts one)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("autoprep-handover-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params =
+        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let path = dir.join("handover.sock");
+    let args = [
+        "--handover-socket",
+        path.to_str().unwrap(),
+        "--drain-grace-seconds",
+        "3",
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ];
+    let mut old = Proxy::start_on(&node, &args);
+    let tls = autoprep_tests::TlsClient::new(&cert.pem(), None, "localhost").unwrap();
+    let v4 = autoprep_protocol::envelope::ProtocolVersion::V4;
+    let mut client = Client::connect_raw_tls(&old.addr, v4, &tls).unwrap();
+    assert_eq!(
+        client.startup(None, &[]).unwrap().header().opcode,
+        Opcode::READY
+    );
+    client
+        .query("SELECT key FROM system.local")
+        .unwrap()
+        .ok()
+        .unwrap();
+    let new = Proxy::start_on(&node, &args);
+    old.signal("TERM");
+    // The hand-over starts (the new process answers), and the TLS connection is still served.
+    wait_for("the hand-over to start", || {
+        old.log_text()
+            .contains("a new process takes connections over")
+    });
+    client
+        .query("SELECT key FROM system.local")
+        .unwrap()
+        .ok()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = old.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the old process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    old.read_log_to_the_end();
+    assert!(status.success(), "{}", old.log_text());
+    assert!(
+        old.log_text().contains("handed_over=0 closed=1"),
+        "{}",
+        old.log_text()
+    );
+    assert!(client.query("SELECT key FROM system.local").is_err());
+    assert!(metrics(&new).contains("autoprep_handover_adopted_total{outcome=\"adopted\"} 0"));
+    drop(new);
+    let _ = std::fs::remove_dir_all(&dir);
+}
