@@ -256,8 +256,9 @@ class ProxyProcess:
                 code = old.wait()
             self.exits.append({"pid": old.pid, "code": code,
                                "drained_in": round(time.time() - t0, 1)})
-            # The old process closed its client connections at the end of its grace period:
-            # only now do the clients reconnect to the new one.
+            # The old process handed its client connections to the new one (--handover-socket)
+            # or closed them at the end of its grace period: either way, from now on only the
+            # new one serves.
             self.serving[new.pid] = time.time()
         th = threading.Thread(target=reap, daemon=True)
         th.start()

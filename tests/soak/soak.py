@@ -168,8 +168,11 @@ def run(args):
 
     proxy = None
     if args.side == "proxy":
+        # The drain hands client connections to the new process (design change 3): both
+        # processes name the same socket.
         extra = ["--log", "info", "--literal-statements-bytes", str(args.literal_bytes),
-                 "--drain-grace-seconds", str(args.drain_grace)]
+                 "--drain-grace-seconds", str(args.drain_grace),
+                 "--handover-socket", str(run_dir / "handover.sock")]
         proxy = faults_mod.ProxyProcess(args.binary, LISTEN, ADMIN_HOST, ADMIN_PORT,
                                         ",".join(f"{a}:9042" for a in addresses), run_dir,
                                         extra, log)

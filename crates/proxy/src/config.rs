@@ -121,6 +121,11 @@ pub struct Config {
     /// After SIGTERM / SIGINT, how long open client connections keep being served before the
     /// proxy closes them, in seconds.
     pub drain_grace_seconds: u64,
+    /// A Unix socket path for handing client connections over at a drain: the process listens
+    /// there (replacing a stale file), and a draining process with the same path passes its
+    /// plain-TCP client connections to whoever listens there (see [`crate::handover`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handover_socket: Option<PathBuf>,
     /// PEM certificate chain presented to clients (with `--tls-key`): clients must then connect
     /// with TLS.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,6 +198,7 @@ impl Default for Config {
             exclude: Vec::new(),
             max_client_connections: 1024,
             drain_grace_seconds: 20,
+            handover_socket: None,
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,

@@ -36,6 +36,9 @@ pub struct Context {
     pub listening: AtomicBool,
     /// Connection admission and the drain phase (`/ready` answers 503 once draining).
     pub lifecycle: Lifecycle,
+    /// The write sides of client sockets handed over at a drain, kept open and untouched
+    /// until the process exits (see [`crate::handover::Kept`]).
+    pub kept: crate::handover::Kept,
     /// Connections refused beyond the limit.
     pub refusals: Refusals,
     /// Where the admin server listens, once it does.
@@ -92,6 +95,7 @@ impl Context {
             rewriter,
             listening: AtomicBool::new(false),
             lifecycle: Lifecycle::new(cfg.max_client_connections),
+            kept: crate::handover::Kept::default(),
             refusals: Refusals::default(),
             admin_addr: OnceLock::new(),
             client_tls,

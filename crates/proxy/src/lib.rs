@@ -13,6 +13,7 @@
 //!   (`tests/layering.rs`).
 //! - [`contact_points`]: the upstream nodes and the choice of one per client connection.
 //! - [`lifecycle`]: connection admission, and the drain SIGTERM / SIGINT start.
+//! - [`handover`]: client sockets and their state passed to the next process at a drain.
 //! - [`latency`]: a lock-free log-linear histogram of response times (per-shape percentiles).
 //! - [`limit`]: the answer a client beyond the connection limit gets.
 //! - [`log_filter`]: the log filter at run time (`PUT /log`, a reloaded `log` option).
@@ -49,6 +50,7 @@ pub mod contact_points;
 pub mod context;
 pub mod control;
 pub mod flavor;
+pub mod handover;
 pub mod latency;
 pub mod lifecycle;
 pub mod limit;

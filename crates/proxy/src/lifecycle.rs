@@ -14,6 +14,12 @@
 //!
 //! A second signal at any point exits at once ([`Outcome::Forced`]).
 //!
+//! With a hand-over socket (`handover_socket`, see [`crate::handover`]) and a new process
+//! answering there, the drain hands connections over instead: plain-TCP sessions stop reading
+//! requests at once (their token is cancelled with the hand-over's start as well as with the
+//! grace period's end), and once what they forwarded is answered, pass their client socket to
+//! the new process. TLS sessions, whose token is only the grace period's, are drained as above.
+//!
 //! Design justification: the phase is a `tokio::sync::watch` value, so that the listener, the
 //! drain and the admin server observe one source of truth without polling; the sessions, which
 //! check on every read, wait on child tokens of a `CancellationToken` instead (each with its
@@ -27,7 +33,8 @@
 
 use crate::config::MAX_CLIENT_CONNECTIONS;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -67,6 +74,11 @@ pub struct Lifecycle {
     /// Cancelled with `phase` reaching Closing. Each session waits on a child token of its own,
     /// so that sessions do not contend on one waiter list.
     closing: CancellationToken,
+    /// A child of `closing`, cancelled too when a hand-over starts: the parent of the tokens of
+    /// sessions whose connection can be handed over (plain TCP).
+    handing_over: CancellationToken,
+    /// A hand-over started (see [`crate::handover`]).
+    handover_started: AtomicBool,
     /// One permit per open client connection; [`Lifecycle::capacity`] in all.
     slots: Arc<Semaphore>,
     capacity: u32,
@@ -86,9 +98,12 @@ impl Lifecycle {
     pub fn new(max_connections: usize) -> Lifecycle {
         let limit = max_connections.clamp(1, MAX_CLIENT_CONNECTIONS);
         let capacity = u32::try_from(MAX_CLIENT_CONNECTIONS).unwrap_or(u32::MAX);
+        let closing = CancellationToken::new();
         Lifecycle {
             phase: watch::Sender::new(Phase::Serving),
-            closing: CancellationToken::new(),
+            handing_over: closing.child_token(),
+            handover_started: AtomicBool::new(false),
+            closing,
             slots: Arc::new(Semaphore::new(capacity as usize)),
             capacity,
             limit: AtomicUsize::new(limit),
@@ -142,9 +157,25 @@ impl Lifecycle {
         self.closing.is_cancelled()
     }
 
-    /// A token of one session's own, cancelled when the grace period ends.
-    pub fn session_token(&self) -> CancellationToken {
-        self.closing.child_token()
+    /// A token of one session's own, cancelled when the grace period ends, and, for a
+    /// connection that can be handed over (`handable`: plain TCP), when a hand-over starts.
+    pub fn session_token(&self, handable: bool) -> CancellationToken {
+        if handable {
+            self.handing_over.child_token()
+        } else {
+            self.closing.child_token()
+        }
+    }
+
+    /// Starts handing connections over: the sessions that can be stop reading requests.
+    pub fn start_handover(&self) {
+        self.handover_started.store(true, Ordering::Release);
+        self.handing_over.cancel();
+    }
+
+    /// A hand-over started: a session stopped by its token hands its connection over.
+    pub fn handing_over(&self) -> bool {
+        self.handover_started.load(Ordering::Acquire)
     }
 
     /// Starts the drain (idempotent).
@@ -186,10 +217,13 @@ impl Lifecycle {
 /// Runs the drain, from the first signal to the moment the process may exit: stops the
 /// listener (through the phase), waits for every client connection to close, closes those
 /// still open after `grace`, and gives up [`EXIT_WAIT`] later. `second_signal` completing at
-/// any point ends it at once.
+/// any point ends it at once. With a `handover` socket where a new process answers (tried for
+/// [`crate::handover::PROBE_FOR`] while connections are served), the connections that can be
+/// are handed over to it meanwhile.
 pub async fn drain(
     lifecycle: &Lifecycle,
     grace: Duration,
+    handover: Option<&Path>,
     second_signal: impl Future<Output = ()>,
 ) -> Outcome {
     tokio::pin!(second_signal);
@@ -199,12 +233,28 @@ pub async fn drain(
         grace_seconds = grace.as_secs(),
         "draining: no new connections; open ones are served until they close or the grace period ends"
     );
+    let hand_over = async {
+        if let Some(path) = handover {
+            // Within half the grace period at most: a hand-over needs time after it.
+            let within = crate::handover::PROBE_FOR.min(grace / 2);
+            if crate::handover::probe(path, within).await {
+                // (No count of open connections: `all_closed`, polled beside this, holds the
+                // permits it has been given while it waits, so `open()` reads high.)
+                info!("a new process takes connections over: handing them over");
+                lifecycle.start_handover();
+            } else {
+                info!("no new process on the hand-over socket: connections are drained");
+            }
+        }
+        std::future::pending::<()>().await
+    };
     tokio::select! {
         () = lifecycle.all_closed() => {
             info!("every client connection has closed");
             return Outcome::Drained;
         }
         () = tokio::time::sleep(grace) => {}
+        () = hand_over => {}
         () = &mut second_signal => return Outcome::Forced,
     }
     lifecycle.close();
@@ -317,13 +367,53 @@ mod tests {
         assert!(l.is_closing());
     }
 
+    #[test]
+    fn a_hand_over_stops_only_the_sessions_that_can_be_handed_over() {
+        let l = Lifecycle::new(4);
+        let plain = l.session_token(true);
+        let tls = l.session_token(false);
+        l.start_drain();
+        assert!(!plain.is_cancelled() && !l.handing_over());
+        l.start_handover();
+        assert!(l.handing_over() && plain.is_cancelled());
+        assert!(
+            !tls.is_cancelled(),
+            "a TLS session is served until the grace period ends"
+        );
+        l.close();
+        assert!(tls.is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_new_process_on_the_hand_over_socket_is_a_drain_as_before() {
+        let l = Arc::new(Lifecycle::new(4));
+        let conn = l.admit().unwrap();
+        let token = l.session_token(true);
+        let l2 = l.clone();
+        let path = std::env::temp_dir().join(format!("autoprep-none-{}.sock", std::process::id()));
+        let drain = tokio::spawn(async move {
+            drain(
+                &l2,
+                Duration::from_secs(30),
+                Some(&path),
+                std::future::pending(),
+            )
+            .await
+        });
+        l.reached(Phase::Closing).await;
+        assert!(!l.handing_over());
+        assert!(token.is_cancelled());
+        drop(conn);
+        assert_eq!(drain.await.unwrap(), Outcome::Drained);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn drained_when_the_last_connection_closes() {
         let l = Arc::new(Lifecycle::new(4));
         let conn = l.admit().unwrap();
         let l2 = l.clone();
         let drain = tokio::spawn(async move {
-            drain(&l2, Duration::from_secs(3600), std::future::pending()).await
+            drain(&l2, Duration::from_secs(3600), None, std::future::pending()).await
         });
         l.reached(Phase::Draining).await;
         drop(conn);
@@ -337,7 +427,7 @@ mod tests {
         let conn = l.admit().unwrap();
         let l2 = l.clone();
         let drain = tokio::spawn(async move {
-            drain(&l2, Duration::from_secs(30), std::future::pending()).await
+            drain(&l2, Duration::from_secs(30), None, std::future::pending()).await
         });
         // A session that closes when told to.
         l.reached(Phase::Closing).await;
@@ -349,7 +439,7 @@ mod tests {
     async fn gives_up_on_a_connection_that_never_closes() {
         let l = Lifecycle::new(4);
         let _stuck = l.admit().unwrap();
-        let out = drain(&l, Duration::from_secs(30), std::future::pending()).await;
+        let out = drain(&l, Duration::from_secs(30), None, std::future::pending()).await;
         assert_eq!(out, Outcome::TimedOut { open: 1 });
     }
 
@@ -357,7 +447,7 @@ mod tests {
     async fn a_second_signal_forces_the_exit() {
         let l = Lifecycle::new(4);
         let _open = l.admit().unwrap();
-        let out = drain(&l, Duration::from_secs(3600), async {}).await;
+        let out = drain(&l, Duration::from_secs(3600), None, async {}).await;
         assert_eq!(out, Outcome::Forced);
     }
 }

@@ -147,9 +147,23 @@ fn run(
         }
         let reloader = Arc::new(Reloader::new(ctx.clone(), Some(log), reread));
         tokio::spawn(reloader.run(hangups, (!tls_every.is_zero()).then_some(tls_every)));
+        if let Some(path) = &ctx.cfg.handover_socket {
+            // Bound before the client listener serves: a draining process may look for it.
+            let taker = autoprep::handover::listen(path)
+                .with_context(|| format!("handover_socket: bind {}", path.display()))?;
+            tokio::spawn(autoprep::server::take_over(taker, ctx.clone()));
+        }
         tokio::spawn(autoprep::server::run(listener, ctx.clone()));
         signals.recv().await;
-        let outcome = lifecycle::drain(&ctx.lifecycle, grace, signals.recv()).await;
+        let handover = ctx.cfg.handover_socket.clone();
+        let outcome =
+            lifecycle::drain(&ctx.lifecycle, grace, handover.as_deref(), signals.recv()).await;
+        let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            handed_over = count(&ctx.metrics.drain_handed_over),
+            closed = count(&ctx.metrics.drain_closed),
+            "drain over"
+        );
         // Spans still queued go out before the process ends (on the exporter's thread).
         let traced = ctx.clone();
         let _ =

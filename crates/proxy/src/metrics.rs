@@ -63,6 +63,14 @@ pub struct Metrics {
     pub home_rehomed: AtomicU64,
     /// Client connections closed because their home failed and no other node could be reached.
     pub home_rehome_failed: AtomicU64,
+    /// Client connections a drain handed over to the next process (see `crate::handover`),
+    /// and those it closed (no hand-over, or none possible for them).
+    pub drain_handed_over: AtomicU64,
+    pub drain_closed: AtomicU64,
+    /// Client connections taken over from a draining process: served, or closed because no
+    /// home could be opened for them.
+    pub handover_adopted: AtomicU64,
+    pub handover_adopt_failed: AtomicU64,
     /// Requests in flight on a home connection that failed: answered Overloaded (they may
     /// have run), and sent again to the new home (reads, and requests the node never had).
     pub home_in_flight_overloaded: AtomicU64,
@@ -266,6 +274,36 @@ impl Metrics {
             "autoprep_connections_refused_total",
             &[],
             load(&self.connections_refused),
+        );
+        e.head(
+            "autoprep_drain_connections_total",
+            "counter",
+            "Client connections the drain ended, by outcome: handed over to the next process at a request boundary, the TCP connection kept (handed_over), or closed (closed: no hand-over socket or no process there, a TLS connection, or requests not all answered within the grace period).",
+        );
+        e.sample(
+            "autoprep_drain_connections_total",
+            &[("outcome", "handed_over")],
+            load(&self.drain_handed_over),
+        );
+        e.sample(
+            "autoprep_drain_connections_total",
+            &[("outcome", "closed")],
+            load(&self.drain_closed),
+        );
+        e.head(
+            "autoprep_handover_adopted_total",
+            "counter",
+            "Client connections taken over from a draining process, by outcome: served from a new home (adopted), or closed because no node could be reached or the handshake could not be replayed (closed).",
+        );
+        e.sample(
+            "autoprep_handover_adopted_total",
+            &[("outcome", "adopted")],
+            load(&self.handover_adopted),
+        );
+        e.sample(
+            "autoprep_handover_adopted_total",
+            &[("outcome", "closed")],
+            load(&self.handover_adopt_failed),
         );
     }
 

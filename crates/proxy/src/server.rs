@@ -4,6 +4,7 @@
 use crate::admin;
 use crate::config::Config;
 use crate::context::Context;
+use crate::handover;
 use crate::lifecycle::Phase;
 use crate::session;
 use std::net::SocketAddr;
@@ -63,6 +64,77 @@ pub async fn run(listener: TcpListener, ctx: Arc<Context>) {
     }
 }
 
+/// Takes over client connections that draining processes hand over on `listener` (see
+/// [`crate::handover`]) until this process drains in turn, then closes it.
+pub async fn take_over(listener: tokio::net::UnixListener, ctx: Arc<Context>) {
+    let draining = ctx.lifecycle.reached(Phase::Draining);
+    tokio::pin!(draining);
+    // Ids of their own, far above the listener's, for the connection spans.
+    let mut next_id = 1u64 << 48;
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut draining => {
+                drop(listener);
+                return;
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    next_id += 1;
+                    tokio::spawn(take_one(next_id, sock, ctx.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "hand-over socket: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// One message on the hand-over socket: a probe, answered while this process serves, or a
+/// client connection, acknowledged once admitted and then served.
+async fn take_one(id: u64, mut sock: tokio::net::UnixStream, ctx: Arc<Context>) {
+    // A state carries at most a frame's first part besides a few small bodies.
+    let max = ctx.cfg.max_frame_bytes.saturating_add(1 << 20);
+    match handover::receive(&mut sock, max).await {
+        Ok(handover::Received::Probe) => {
+            if !ctx.lifecycle.is_draining() {
+                let _ = handover::ack(&mut sock).await;
+            }
+        }
+        Ok(handover::Received::Connection(fd, state)) => {
+            // Not admitted (draining, or at the limit): no acknowledgement, and the draining
+            // process closes the connection.
+            if ctx.lifecycle.is_draining() {
+                return;
+            }
+            let Some(admitted) = ctx.lifecycle.admit() else {
+                warn!("a connection handed over is beyond the connection limit; not taken");
+                return;
+            };
+            let client = std::net::TcpStream::from(fd);
+            let client = match client
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpStream::from_std(client))
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!(error = %e, "a socket handed over cannot be used; not taken");
+                    return;
+                }
+            };
+            if handover::ack(&mut sock).await.is_err() {
+                return;
+            }
+            drop(sock);
+            session::adopt(id, client, state, ctx).await;
+            drop(admitted);
+        }
+        Err(e) => warn!(error = %e, "hand-over socket: unreadable message"),
+    }
+}
+
 /// The nodes whose CPU the estimate of server CPU saved reads: the cluster view's, or else the
 /// contact points' (resolved once).
 fn nodes_to_read(ctx: Arc<Context>) -> crate::saving::sampler::Nodes {
@@ -89,6 +161,9 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, Arc<Context>)> {
     ctx.listening.store(true, Ordering::Relaxed);
     if let Some(admin) = ctx.cfg.admin.clone() {
         admin::spawn(&admin, ctx.clone(), None)?;
+    }
+    if let Some(path) = &ctx.cfg.handover_socket {
+        tokio::spawn(take_over(handover::listen(path)?, ctx.clone()));
     }
     tokio::spawn(run(listener, ctx.clone()));
     Ok((addr, ctx))

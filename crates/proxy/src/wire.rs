@@ -146,6 +146,33 @@ impl FrameReader {
         }
     }
 
+    /// A reader that goes on from another's [`FrameReader::carried`] bytes (`framing`: v5
+    /// framing started there, with LZ4-compressed segments or not): a connection taken over
+    /// from a draining process (see [`crate::handover`]).
+    pub fn resume(
+        direction: Direction,
+        max_body: usize,
+        unread: &[u8],
+        framing: Option<bool>,
+    ) -> FrameReader {
+        let mut reader = FrameReader::new(direction, max_body);
+        if let Some(lz4) = framing {
+            reader.start_framing(lz4);
+        }
+        reader.buf.extend_from_slice(unread);
+        reader
+    }
+
+    /// The bytes read and not handled yet, when another reader can go on from them (see
+    /// [`FrameReader::resume`]): `None` when v5 segments already gave part of an envelope
+    /// (one larger than a segment), which only this reader holds.
+    pub fn carried(&self) -> Option<&[u8]> {
+        match &self.framed {
+            Some(f) if f.decoded_len() > 0 => None,
+            _ => Some(&self.buf),
+        }
+    }
+
     /// Whether v5 framing started.
     pub fn is_framed(&self) -> bool {
         self.framed.is_some()

@@ -222,6 +222,13 @@ impl Outbox {
         }
     }
 
+    /// Everything pushed was written, and the socket never failed (once the writer task has
+    /// ended after [`Outbox::close`]: nothing is pending toward the client).
+    pub fn written_all(&self) -> bool {
+        let st = self.inner.lock();
+        !st.failed && st.pending.is_empty()
+    }
+
     /// No more envelopes: the writer task writes what is left and shuts the socket's write
     /// side down.
     pub fn close(&self) {

@@ -505,6 +505,19 @@ pub static OPTIONS: &[Spec] = &[
         },
     },
     Spec {
+        key: "handover_socket",
+        flag: "handover-socket",
+        env: "AUTOPREP_HANDOVER_SOCKET",
+        value_name: "PATH",
+        kind: Kind::One,
+        hidden: false,
+        help: "Unix socket for handing client connections to the next process at a drain: listened on (a stale file replaced); a draining process passes its plain-TCP client connections to whoever listens there",
+        set: |c, v| {
+            c.handover_socket = v.optional()?.map(std::path::PathBuf::from);
+            Ok(())
+        },
+    },
+    Spec {
         key: "worker_threads",
         flag: "worker-threads",
         env: "AUTOPREP_WORKER_THREADS",

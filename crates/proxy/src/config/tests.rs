@@ -281,6 +281,7 @@ fn options_fields_and_docs_agree() {
         server_time_zone: Some("x".into()),
         tls_cert: Some("x".into()),
         tls_key: Some("x".into()),
+        handover_socket: Some("x".into()),
         tls_client_ca: Some("x".into()),
         upstream_tls_ca: Some("x".into()),
         upstream_tls_cert: Some("x".into()),

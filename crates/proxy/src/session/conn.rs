@@ -132,8 +132,10 @@ pub(super) struct Place {
 }
 
 impl Conn {
-    /// The handle of a connection opened at `place`, with the parts of `ctx` a session uses.
-    pub(super) fn open(ctx: &Context, place: Place) -> Conn {
+    /// The handle of a connection opened at `place`, with the parts of `ctx` a session uses;
+    /// `handable`: its client connection can be handed over at a drain (plain TCP, see
+    /// [`crate::handover`]).
+    pub(super) fn open(ctx: &Context, place: Place, handable: bool) -> Conn {
         let state = State {
             streams: crate::streams::StreamTable::with_capacity(ctx.cfg.upstream_streams),
             ..State::default()
@@ -153,7 +155,7 @@ impl Conn {
             prepares_answered: Notify::new(),
             node: place.node,
             local: place.local,
-            closing: ctx.lifecycle.session_token(),
+            closing: ctx.lifecycle.session_token(handable),
             client_stopped: CancellationToken::new(),
             ready: AtomicBool::new(false),
             client_framing: std::sync::OnceLock::new(),
@@ -509,7 +511,7 @@ mod tests {
             client,
             upstream,
         };
-        (Arc::new(Conn::open(&ctx, place)), theirs.unwrap().0)
+        (Arc::new(Conn::open(&ctx, place, true)), theirs.unwrap().0)
     }
 
     fn query() -> BytesMut {

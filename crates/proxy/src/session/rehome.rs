@@ -108,7 +108,7 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
     }
     old.client.flush();
     Metrics::add(&old.metrics.home_in_flight_overloaded, overloaded);
-    let Some((home, node)) = open(ctx, old.node, &state).await else {
+    let Some((home, node)) = open(ctx, Some(old.node), &state).await else {
         Metrics::inc(&old.metrics.home_rehome_failed);
         old.hand_over(None);
         return None;
@@ -242,11 +242,18 @@ fn is_read(r: &RewrittenAnswer, wire: Wire) -> bool {
     }
 }
 
-/// Opens a new home for a connection homed on contact point `failed`: the contact points in
-/// the order a new client connection would try them, `failed` marked as failed first (so
-/// tried last, and by new client connections too). The new home and its contact point's index.
-async fn open(ctx: &Context, failed: u32, state: &State) -> Option<(Replayed, usize)> {
-    ctx.upstreams.failed(failed as usize, Instant::now());
+/// Opens a new home for a connection homed on contact point `failed` (or, with `None`, one
+/// taken over from a draining process: see `super::adopt`): the contact points in the order a
+/// new client connection would try them, `failed` marked as failed first (so tried last, and
+/// by new client connections too). The new home and its contact point's index.
+pub(super) async fn open(
+    ctx: &Context,
+    failed: Option<u32>,
+    state: &State,
+) -> Option<(Replayed, usize)> {
+    if let Some(failed) = failed {
+        ctx.upstreams.failed(failed as usize, Instant::now());
+    }
     let order = {
         let cfg = &ctx.cfg;
         let place = |addr| ctx.cluster.place(addr, cfg.routing_remote_failover);

@@ -23,9 +23,7 @@ use crate::stamp::Stamp;
 use crate::topology;
 use crate::wire::FrameReader;
 use autoprep_protocol::compression::Compression;
-use autoprep_protocol::envelope::{
-    Direction, Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId,
-};
+use autoprep_protocol::envelope::{Envelope, Flags, Header, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::query::QueryRequest;
 use autoprep_protocol::message::startup::StartupView;
 use bytes::{Bytes, BytesMut};
@@ -36,11 +34,15 @@ use std::time::Instant;
 use tokio::io::AsyncRead;
 use tracing::debug;
 
-/// Reads client envelopes and forwards them upstream under proxy-owned stream ids, through
-/// `conn`, and through each new home it is handed over to (see `super::rehome`) from the read
-/// after.
-pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, mut conn: Arc<Conn>) -> End {
-    let mut reader = FrameReader::new(Direction::Request, conn.settings.max_frame);
+/// Reads client envelopes (through `reader`, which may hold some already) and forwards them
+/// upstream under proxy-owned stream ids, through `conn`, and through each new home it is
+/// handed over to (see `super::rehome`) from the read after. Both are borrowed: at a drain's
+/// hand-over the session passes the socket and what `reader` holds to the next process.
+pub(super) async fn client_to_upstream(
+    rd: &mut (impl AsyncRead + Unpin),
+    reader: &mut FrameReader,
+    mut conn: Arc<Conn>,
+) -> End {
     let mut scratch = rewrite::Scratch::default();
     // Every home of the connection shares its drain token.
     let closing_token = conn.closing.clone();
@@ -58,7 +60,7 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, mut conn:
                     reader.start_framing(lz4);
                 }
             }
-            if let Some(run) = plain_run(&mut reader, read_at, &conn) {
+            if let Some(run) = plain_run(reader, read_at, &conn) {
                 // Gone, the home's end answers what its table holds (these among them).
                 let _ = conn.upstream.send(crate::writer::Out::Envelope(run)).await;
             }
@@ -90,7 +92,7 @@ pub(super) async fn client_to_upstream(mut rd: impl AsyncRead + Unpin, mut conn:
         }
         let read = tokio::select! {
             biased;
-            read = reader.read_from(&mut rd) => read,
+            read = reader.read_from(rd) => read,
             () = &mut closing => return End::Closing,
         };
         if let Ok(n) = read {

@@ -26,7 +26,14 @@ pub struct Proxy {
 impl Proxy {
     /// Starts the binary on ephemeral ports in front of the test node, with `args` added
     /// (the test's own `AUTOPREP_*` environment is not passed on).
+    // Not every test file starts it in front of the test node (tests/handover.rs does not).
+    #[allow(dead_code)]
     pub fn start(args: &[&str]) -> Proxy {
+        Proxy::start_on(&upstream(), args)
+    }
+
+    /// Starts the binary on ephemeral ports in front of the node at `node`, with `args`.
+    pub fn start_on(node: &str, args: &[&str]) -> Proxy {
         let mut cmd = Command::new(BIN);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("AUTOPREP_") {
@@ -36,7 +43,7 @@ impl Proxy {
         let mut child = cmd
             .env("NO_COLOR", "1")
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(["--upstream", &upstream()])
+            .args(["--upstream", node])
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
