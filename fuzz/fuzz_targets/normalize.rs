@@ -15,6 +15,7 @@
 #![no_main]
 
 use autoprep_protocol::cql::conditional::is_conditional;
+use autoprep_protocol::cql::idempotent::is_idempotent;
 use autoprep_protocol::cql::lexer::{Lexer, TokenKind};
 use autoprep_protocol::cql::normalize::resolve_identifier;
 use autoprep_protocol::cql::normalize::{
@@ -79,6 +80,15 @@ fuzz_target!(|data: &[u8]| {
     }
     assert_eq!(shape.fingerprint(Some("ks")), shape.fingerprint(Some("ks")));
     let _ = shape.hash(None);
+    // The proxy reads idempotence once from the shape: markers in the literals' places
+    // change no rule's verdict.
+    assert_eq!(
+        is_idempotent(data),
+        is_idempotent(shape.text.as_bytes()),
+        "idempotence differs between {:?} and its shape {:?}",
+        String::from_utf8_lossy(data),
+        shape.text
+    );
     assert_eq!(
         shape.literal_count() + shape.client_marker_count(),
         shape.slots.len()

@@ -8,7 +8,10 @@ is never routed) is killed (SIGKILL) while requests are in flight. Then:
   (the driver never reconnected) and /metrics counts the move to a new home;
 - the requests in flight get an answer each: a result, or the `Overloaded` error autoprep gives
   for a request that may have run (the driver, which knows one host, reports it inside
-  `NoHostAvailable`); nothing else;
+  `NoHostAvailable`); nothing else; and never `Overloaded` for a write autoprep rewrote that is
+  idempotent by its form (an INSERT with its literals inline): autoprep sends it again, to the
+  new home or, from a replica connection to the killed node, to the home, as a driver sends it
+  to its next host;
 - every request after the kill succeeds: the connection's keyspace survived (unqualified
   statements, as sent and rewritten, and a new PREPARE), and the statements the client
   prepared before the kill still execute (the new home answers UNPREPARED, the driver prepares
@@ -76,13 +79,15 @@ def may_have_run(error):
 
 
 class Load:
-    """Requests kept in flight (30 at a time: prepared writes and reads, and reads with their
-    literals inline, which autoprep rewrites and, in flight on a home that fails, sends again)
-    on a thread, each outcome recorded, until stopped."""
+    """Requests kept in flight (40 at a time: prepared writes and reads, and reads and writes
+    with their literals inline, which autoprep rewrites and, in flight on a node that fails,
+    sends again) on a thread, each outcome recorded, until stopped."""
 
     def __init__(self, session, insert, select):
         self.session, self.insert, self.select = session, insert, select
         self.ok, self.overloaded, self.other = 0, 0, []
+        # Rewritten writes idempotent by their form answered Overloaded (there must be none).
+        self.text_writes_overloaded = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -96,13 +101,16 @@ class Load:
                 futures.append(self.session.execute_async(self.insert, (k, f"l{k}")))
                 futures.append(self.session.execute_async(self.select, (k,)))
                 futures.append(self.session.execute_async(f"SELECT v FROM t WHERE k = {k}"))
-            for f in futures:
+                futures.append(self.session.execute_async(
+                    f"INSERT INTO t (k, v) VALUES ({k + 1000}, 'w{k}')"))
+            for i, f in enumerate(futures):
                 try:
                     f.result()
                     self.ok += 1
                 except Exception as e:   # noqa: BLE001 - every outcome is recorded
                     if may_have_run(e):
                         self.overloaded += 1
+                        self.text_writes_overloaded += i % 4 == 3
                     else:
                         self.other.append(repr(e))
 
@@ -151,6 +159,7 @@ def test_the_client_connection_outlives_its_home_node(cluster, keyspace, pv, tmp
                     time.sleep(1)
                 assert not load.other, load.other[:5]
                 assert load.ok > 0
+                assert load.text_writes_overloaded == 0, load.text_writes_overloaded
                 print(f"\nkilled {home}: in flight and during the kill {load.ok} ok, "
                       f"{load.overloaded} Overloaded")
                 # After the kill, every request succeeds.
@@ -169,7 +178,10 @@ def test_the_client_connection_outlives_its_home_node(cluster, keyspace, pv, tmp
                 assert metric(admin, "autoprep_client_connections_total") == accepted
                 print("in flight on the failed home: overloaded",
                       metric(admin, "autoprep_home_in_flight_total", outcome="overloaded"),
-                      "resent", metric(admin, "autoprep_home_in_flight_total", outcome="resent"))
+                      "resent", metric(admin, "autoprep_home_in_flight_total", outcome="resent"),
+                      "; on replica connections: overloaded",
+                      metric(admin, "autoprep_replica_in_flight_total", outcome="overloaded"),
+                      "resent", metric(admin, "autoprep_replica_in_flight_total", outcome="resent"))
             finally:
                 via.shutdown()
             log = proxy.log_text()

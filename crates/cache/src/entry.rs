@@ -12,6 +12,9 @@ pub struct PreparedEntry {
     /// [`autoprep_protocol::cql::conditional`]), read once from `text`: only then does a
     /// request's serial consistency matter to the server, and to routing.
     pub conditional: bool,
+    /// The statement is idempotent by its form (see [`autoprep_protocol::cql::idempotent`]),
+    /// read once from `text`: a request in flight on a connection that ended is sent again.
+    pub idempotent: bool,
     /// MD5 of keyspace and text (`Shape::fingerprint`), computed once when the shape was
     /// prepared; the cache files the entry under the faster [`crate::key::ShapeHash`].
     pub fingerprint: [u8; 16],

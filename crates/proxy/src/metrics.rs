@@ -72,9 +72,14 @@ pub struct Metrics {
     pub handover_adopted: AtomicU64,
     pub handover_adopt_failed: AtomicU64,
     /// Requests in flight on a home connection that failed: answered Overloaded (they may
-    /// have run), and sent again to the new home (reads, and requests the node never had).
+    /// have run), and sent again to the new home (requests idempotent by their form, and requests
+    /// the node never had).
     pub home_in_flight_overloaded: AtomicU64,
     pub home_in_flight_resent: AtomicU64,
+    /// Requests in flight on a replica connection that ended: answered Overloaded (they may
+    /// have run), and sent home again (requests idempotent by their form).
+    pub replica_in_flight_overloaded: AtomicU64,
+    pub replica_in_flight_resent: AtomicU64,
     pub bytes_from_clients: AtomicU64,
     /// Shared with the client writer tasks, which count what they write.
     pub bytes_to_clients: Arc<AtomicU64>,
@@ -410,7 +415,7 @@ impl Metrics {
         e.head(
             "autoprep_home_in_flight_total",
             "counter",
-            "Client requests in flight on a home connection that failed, by what became of them: answered Overloaded since they may have run (overloaded), or sent again to the new home (resent: reads, and requests the failed node never had).",
+            "Client requests in flight on a home connection that failed, by what became of them: answered Overloaded since they may have run (overloaded), or sent again to the new home (resent: requests idempotent by their form, and requests the failed node never had).",
         );
         e.sample(
             "autoprep_home_in_flight_total",
@@ -421,6 +426,21 @@ impl Metrics {
             "autoprep_home_in_flight_total",
             &[("outcome", "resent")],
             load(&self.home_in_flight_resent),
+        );
+        e.head(
+            "autoprep_replica_in_flight_total",
+            "counter",
+            "Client requests in flight on a replica connection that ended, by what became of them: answered Overloaded since they may have run (overloaded), or sent home again (resent: requests idempotent by their form).",
+        );
+        e.sample(
+            "autoprep_replica_in_flight_total",
+            &[("outcome", "overloaded")],
+            load(&self.replica_in_flight_overloaded),
+        );
+        e.sample(
+            "autoprep_replica_in_flight_total",
+            &[("outcome", "resent")],
+            load(&self.replica_in_flight_resent),
         );
     }
 

@@ -87,9 +87,10 @@ pub struct RoutedRequest {
     pub original: Bytes,
     pub id: Bytes,
     pub hash: Option<autoprep_cache::ShapeHash>,
-    /// A read: running it twice changes nothing, so when the connection ends with it in
-    /// flight it is sent home again.
-    pub read: bool,
+    /// Idempotent by its form (see [`autoprep_protocol::cql::idempotent`]): running it twice
+    /// leaves what running it once leaves, so when the connection ends with it in flight it
+    /// is sent home again.
+    pub idempotent: bool,
     /// For the response-time metrics (overall, per shape, control comparison).
     pub tag: crate::streams::Tag,
     /// Statements prepared with literals inline the request references: the home node

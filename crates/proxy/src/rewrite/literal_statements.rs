@@ -50,9 +50,11 @@ impl Statement {
         self.shape.clone()
     }
 
-    /// Whether the statement is a read (see [`autoprep_protocol::cql::read`]).
-    pub fn is_read(&self) -> bool {
-        autoprep_protocol::cql::read::is_read(self.text.as_bytes())
+    /// Whether the statement is idempotent by its form (see
+    /// [`autoprep_protocol::cql::idempotent`]): its shape's, read once (a literal's place
+    /// taken by a marker changes no rule's verdict).
+    pub fn is_idempotent(&self) -> bool {
+        self.entry.idempotent
     }
 
     /// The keyspace the statement was prepared in.

@@ -212,6 +212,15 @@ pub struct Route {
     pub local_only: bool,
 }
 
+impl Route {
+    /// Every statement of the request is idempotent by its form: sent again when the
+    /// connection it was in flight on ended (a batch of such statements is too; a counter
+    /// batch's statements are not).
+    pub fn idempotent(&self) -> bool {
+        self.entry.idempotent && self.others.iter().all(|e| e.idempotent)
+    }
+}
+
 /// Whether only a replica in the datacenter of the client connection's node may coordinate a
 /// request: its consistency is a `LOCAL_*` one, or its statement is `conditional` and its
 /// serial consistency is `LOCAL_SERIAL`. The server uses the serial consistency for nothing
@@ -696,6 +705,7 @@ mod tests {
             PreparedEntry {
                 text: shape.text.clone(),
                 conditional: false,
+                idempotent: false,
                 fingerprint: shape.fingerprint(ks),
                 keyspace: ks.map(str::to_owned),
                 id: Bytes::from_static(&[7; 16]),

@@ -8,8 +8,10 @@
 //! its event registrations (`REGISTER`), and the session goes on with a new [`Conn`]. A
 //! driver that knows only autoprep never sees its only node go down for a node failure.
 //!
-//! What was in flight on the failed home gets exactly one answer each: a rewritten read
-//! (`SELECT`) is sent again to the new home from the original bytes it keeps, as are requests
+//! What was in flight on the failed home gets exactly one answer each: a rewritten request
+//! idempotent by its form (a `SELECT`, a write that running twice leaves as running once: see
+//! [`autoprep_protocol::cql::idempotent`]) is sent again to the new home from the original
+//! bytes it keeps, as a driver sends it to its next host, and so are requests
 //! the node never had (a request behind the proxy's PREPAREs of the statements it names, a
 //! client's PREPARE behind the proxy's PREPARE of its shape); anything else is answered with
 //! the `Overloaded` error a replica connection's end gives ("it may have run", see
@@ -43,6 +45,7 @@ use crate::upstream::UpstreamTls;
 use crate::wire::{FrameReader, Wire};
 use autoprep_protocol::envelope::{Direction, Envelope, EnvelopeDecoder, Opcode, ProtocolVersion};
 use autoprep_protocol::message::query::QueryRequest;
+use autoprep_protocol::message::RequestBody;
 use bytes::{Bytes, BytesMut};
 
 use std::sync::Arc;
@@ -101,7 +104,7 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
                 again.extend(client.map(Fate::ClientPrepare));
             }
             Fate::ClusterRead => old.cluster.abandon_refresh(),
-            again_ @ (Fate::Read(_) | Fate::Materialize { .. } | Fate::ClientPrepare(_)) => {
+            again_ @ (Fate::Again(_) | Fate::Materialize { .. } | Fate::ClientPrepare(_)) => {
                 again.push(again_)
             }
         }
@@ -146,7 +149,7 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
     for a in again {
         // An error means the new home failed too: its own end answers what it holds.
         let _ = match a {
-            Fate::Read(r) => {
+            Fate::Again(r) => {
                 let literals = r.literals.map(|l| l.statements).unwrap_or_default();
                 send_original(&conn, r.stream, r.topology, r.original, literals, Id::Take).await
             }
@@ -175,8 +178,9 @@ enum Fate {
     MayHaveRun(i16),
     /// A schema change's answer held for schema agreement: the change ran; given as it is.
     Held(Envelope),
-    /// A rewritten read: sent again to the new home as the client sent it.
-    Read(RewrittenAnswer),
+    /// A rewritten request idempotent by its form: sent again to the new home as the client
+    /// sent it.
+    Again(RewrittenAnswer),
     /// A PREPARE of the statements a client request names that the client prepared with
     /// literals inline: the request itself did not run; all of it goes to the new home.
     Materialize {
@@ -204,7 +208,7 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
         | Pending::SchemaChange { stream }
         | Pending::ClientPrepare { stream, .. } => Fate::MayHaveRun(stream),
         Pending::SchemaCheck(check) => Fate::Held(check.held()),
-        Pending::Rewritten(r) if is_read(&r, wire) => Fate::Read(r),
+        Pending::Rewritten(r) if is_idempotent(&r, wire) => Fate::Again(r),
         Pending::Rewritten(r) => Fate::MayHaveRun(r.stream),
         Pending::Materialize {
             stream,
@@ -221,23 +225,39 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
     }
 }
 
-/// Whether a rewritten request is a read: a QUERY whose text is a `SELECT`, or an EXECUTE of
-/// a statement prepared with literals inline that is one (a BATCH never is).
-fn is_read(r: &RewrittenAnswer, wire: Wire) -> bool {
+/// Whether a rewritten request is idempotent by its form (see
+/// [`autoprep_protocol::cql::idempotent`]): a QUERY whose text is, an EXECUTE of statements
+/// prepared with literals inline that are, or a BATCH (not a counter batch) of text children
+/// that are (a child by id has no text here).
+fn is_idempotent(r: &RewrittenAnswer, wire: Wire) -> bool {
+    use autoprep_protocol::cql::idempotent::is_idempotent as text_is;
+    use autoprep_protocol::message::batch::{BatchQuery, BatchView};
+    const COUNTER_BATCH: u8 = 2;
     let mut frame = BytesMut::from(&r.original[..]);
     let decoded = EnvelopeDecoder::new(Direction::Request, wire.max_frame).decode(&mut frame);
     let Ok(Some(env)) = decoded else {
         return false;
     };
-    match env.header().opcode {
-        Opcode::QUERY => wire.body(&env).is_some_and(|b| {
-            QueryRequest::parse(env.header(), &b)
-                .is_ok_and(|q| autoprep_protocol::cql::read::is_read(q.query.query))
+    let header = env.header();
+    match header.opcode {
+        Opcode::QUERY => wire
+            .body(&env)
+            .is_some_and(|b| QueryRequest::parse(header, &b).is_ok_and(|q| text_is(q.query.query))),
+        Opcode::EXECUTE => r.literals.as_ref().is_some_and(|l| {
+            !l.statements.is_empty() && l.statements.iter().all(|s| s.is_idempotent())
         }),
-        Opcode::EXECUTE => r
-            .literals
-            .as_ref()
-            .is_some_and(|l| !l.statements.is_empty() && l.statements.iter().all(|s| s.is_read())),
+        Opcode::BATCH => wire.body(&env).is_some_and(|b| {
+            let Ok(rb) = RequestBody::parse(header, &b) else {
+                return false;
+            };
+            let Ok(batch) = BatchView::parse(rb.message, header.version) else {
+                return false;
+            };
+            batch.batch_type != COUNTER_BATCH
+                && batch
+                    .children()
+                    .all(|c| c.is_ok_and(|c| matches!(c.query, BatchQuery::Text(t) if text_is(t))))
+        }),
         _ => false,
     }
 }
@@ -337,10 +357,47 @@ mod tests {
         frame.freeze()
     }
 
+    /// A BATCH of `batch_type` with `texts` as its text children.
+    fn batch(batch_type: u8, texts: &[&str]) -> Bytes {
+        use autoprep_protocol::message::batch::{
+            encode_batch, BatchChild, BatchParams, BatchQuery,
+        };
+        use autoprep_protocol::message::query::Values;
+        let children: Vec<BatchChild<'_>> = texts
+            .iter()
+            .map(|t| BatchChild {
+                query: BatchQuery::Text(t.as_bytes()),
+                values: Values {
+                    count: 0,
+                    named: false,
+                    raw: &[],
+                },
+            })
+            .collect();
+        let params = BatchParams {
+            consistency: 1,
+            ..Default::default()
+        };
+        let mut body = Vec::new();
+        encode_batch(
+            ProtocolVersion::V4,
+            batch_type,
+            &children,
+            &params,
+            &mut body,
+        )
+        .unwrap();
+        Envelope::request_frame(ProtocolVersion::V4, Opcode::BATCH, &body).freeze()
+    }
+
     fn rewritten(stream: i16, text: &str) -> Pending {
+        rewritten_from(stream, query(text))
+    }
+
+    fn rewritten_from(stream: i16, original: Bytes) -> Pending {
         Pending::Rewritten(RewrittenAnswer {
             stream,
-            original: query(text),
+            original,
             used: Used::One {
                 hash: autoprep_cache::ShapeHash(1),
                 id: Bytes::from_static(b"id"),
@@ -351,15 +408,48 @@ mod tests {
     }
 
     #[test]
-    fn reads_go_again_and_what_may_have_run_is_answered_overloaded() {
+    fn idempotent_requests_go_again_and_what_may_have_run_otherwise_is_answered_overloaded() {
+        for (stream, text) in [
+            (3, "SELECT v FROM t WHERE k = 1"),
+            (3, "INSERT INTO t (k) VALUES (1)"),
+            (3, "BEGIN BATCH INSERT INTO t (k) VALUES (1) APPLY BATCH"),
+        ] {
+            assert!(matches!(
+                fate(rewritten(stream, text), wire()),
+                Fate::Again(r) if r.stream == 3
+            ));
+        }
+        for text in [
+            "INSERT INTO t (k) VALUES (1) IF NOT EXISTS",
+            "UPDATE t SET c = c + 1 WHERE k = 1",
+            "INSERT INTO t (k, v) VALUES (1, now())",
+        ] {
+            assert!(matches!(
+                fate(rewritten(4, text), wire()),
+                Fate::MayHaveRun(4)
+            ));
+        }
+        let (logged, counter) = (0, 2);
+        let plain = ["INSERT INTO t (k) VALUES (1)", "DELETE FROM t WHERE k = 2"];
         assert!(matches!(
-            fate(rewritten(3, "SELECT v FROM t WHERE k = 1"), wire()),
-            Fate::Read(r) if r.stream == 3
+            fate(rewritten_from(3, batch(logged, &plain)), wire()),
+            Fate::Again(r) if r.stream == 3
         ));
-        assert!(matches!(
-            fate(rewritten(4, "INSERT INTO t (k) VALUES (1)"), wire()),
-            Fate::MayHaveRun(4)
-        ));
+        for (batch_type, texts) in [
+            (counter, &plain[..]),
+            (
+                logged,
+                &[
+                    "INSERT INTO t (k) VALUES (1)",
+                    "UPDATE t SET l = l + [1] WHERE k = 1",
+                ],
+            ),
+        ] {
+            assert!(matches!(
+                fate(rewritten_from(4, batch(batch_type, texts)), wire()),
+                Fate::MayHaveRun(4)
+            ));
+        }
         assert!(matches!(
             fate(Pending::client(5), wire()),
             Fate::MayHaveRun(5)

@@ -1,0 +1,219 @@
+//! Whether a statement is idempotent by its form: running it twice leaves what running it once
+//! leaves, so a proxy may send it again when the connection it was in flight on ended (to the
+//! home node after a replica connection ended, to a new home after the home node failed), as a
+//! driver sends it to its next host.
+//!
+//! A read (`SELECT`) always is. An `INSERT`, `UPDATE`, `DELETE` or text batch is, unless its form
+//! says otherwise; the rules are those the drivers give for marking a statement idempotent (the
+//! Java driver's "Query idempotence" page) checked against Cassandra's `Operation` kinds:
+//! - a condition (`IF`, a lightweight transaction): run again, its `[applied]` answer may
+//!   differ from the first run's, which the client never saw;
+//! - a counter or collection operation that reads the current value: `c = c + 1`, `l = l + [x]`,
+//!   `l = [x] + l`, `s = s - {x}`, `c += 1` (Cassandra's `Addition`, `Substraction`, `Prepend`);
+//!   any `+` or `-` operator, and any column named on the right of a `SET` assignment
+//!   (`c = c -1` lexes its minus into the number);
+//! - a list element deleted by index, `DELETE l[0] FROM ...` (the next element would go too);
+//!   any `[` in a `DELETE`'s selection, map keys included (a rule of form, kept simple);
+//! - a function whose result differs at each call: `now()`, `uuid()`, `currentTimestamp()` and
+//!   the other `current…` functions (Cassandra's `TimeFcts`, `UuidFcts`), in either spelling;
+//! - a `COUNTER` batch.
+//!
+//! A repeated write carries the client's own timestamp when the client sent one (the request's
+//! bytes are sent again as they were); without one, the second run writes the same values at a
+//! later server timestamp, as a driver's retry on its next host does.
+//!
+//! Every other statement (schema changes, `TRUNCATE`, `USE`, ...), a statement the lexer cannot
+//! read and text that is not UTF-8 are not known to be idempotent. The lexer skips comments,
+//! string constants and quoted names, where these words and signs mean nothing.
+
+use crate::cql::lexer::{Lexer, Token, TokenKind};
+
+/// Functions whose result differs at each call, in upper case (both spellings Cassandra 5
+/// accepts).
+const NONDETERMINISTIC: &[&str] = &[
+    "NOW",
+    "UUID",
+    "CURRENTTIMESTAMP",
+    "CURRENTDATE",
+    "CURRENTTIME",
+    "CURRENTTIMEUUID",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMEUUID",
+];
+
+/// Where in a data statement a token is, as far as the rules need.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Clause {
+    /// An `UPDATE`'s assignments, from `SET` to `WHERE`.
+    Set,
+    /// A `DELETE`'s selection, from `DELETE` to `FROM`.
+    DeleteSelection,
+    Other,
+}
+
+/// True when `text` is a `SELECT`, or a data statement or text batch that is idempotent by its
+/// form (see the module's rules).
+pub fn is_idempotent(text: &[u8]) -> bool {
+    let Ok(mut lexer) = Lexer::from_bytes(text) else {
+        return false;
+    };
+    let Ok(Some(first)) = lexer.next_token() else {
+        return false;
+    };
+    if first.is_keyword("SELECT") {
+        return true;
+    }
+    if !["INSERT", "UPDATE", "DELETE", "BEGIN"]
+        .iter()
+        .any(|k| first.is_keyword(k))
+    {
+        return false;
+    }
+    let mut clause = clause_after(first, Clause::Other);
+    let mut prev = first;
+    // Set after `=` in a SET clause when a name follows: a column unless `(` comes next.
+    let mut named_after_eq = false;
+    loop {
+        let t = match lexer.next_token() {
+            Ok(Some(t)) => t,
+            Ok(None) => return !named_after_eq,
+            Err(_) => return false,
+        };
+        if std::mem::take(&mut named_after_eq) && t.kind != TokenKind::LParen {
+            return false;
+        }
+        match t.kind {
+            TokenKind::Plus | TokenKind::Minus | TokenKind::PlusEq | TokenKind::MinusEq => {
+                return false
+            }
+            TokenKind::LBracket if clause == Clause::DeleteSelection => return false,
+            TokenKind::LParen
+                if prev.kind == TokenKind::Ident
+                    && NONDETERMINISTIC.iter().any(|f| prev.is_keyword(f)) =>
+            {
+                return false
+            }
+            TokenKind::Ident if t.is_keyword("IF") || t.is_keyword("COUNTER") => return false,
+            TokenKind::Ident
+                if clause == Clause::Set && prev.kind == TokenKind::Eq && !t.is_keyword("NULL") =>
+            {
+                named_after_eq = true;
+            }
+            TokenKind::Ident => clause = clause_after(t, clause),
+            _ => {}
+        }
+        prev = t;
+    }
+}
+
+/// The clause after keyword `t` (unchanged for any other word): `UPDATE ... SET` opens the
+/// assignments, `DELETE` its selection; `WHERE`, `FROM`, `USING` and a batch's next statement
+/// end them.
+fn clause_after(t: Token<'_>, clause: Clause) -> Clause {
+    if t.is_keyword("SET") {
+        Clause::Set
+    } else if t.is_keyword("DELETE") {
+        Clause::DeleteSelection
+    } else if ["WHERE", "FROM", "USING", "INSERT", "UPDATE", "APPLY"]
+        .iter()
+        .any(|k| t.is_keyword(k))
+    {
+        Clause::Other
+    } else {
+        clause
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idempotent(text: &str) -> bool {
+        is_idempotent(text.as_bytes())
+    }
+
+    #[test]
+    fn reads_are_idempotent() {
+        for read in [
+            "SELECT v FROM t",
+            "  select * from t",
+            "\nSeLeCt\tk FROM t",
+            "SELECT*FROM t",
+            "/* c */ SELECT v FROM t",
+            "-- c\nSELECT v FROM t",
+            "SELECT now() FROM t WHERE k = 1",
+        ] {
+            assert!(idempotent(read), "{read}");
+        }
+    }
+
+    #[test]
+    fn plain_writes_are_idempotent() {
+        for write in [
+            "INSERT INTO t (k, v) VALUES (1, 'a')",
+            "INSERT INTO ks.t (k, v) VALUES (?, ?) USING TTL 60",
+            "INSERT INTO t (k, v) VALUES (-1, -2.5)",
+            "INSERT INTO t (k, l, m) VALUES (1, [1, -2], {'a': 1})",
+            "INSERT INTO t JSON '{\"k\": 1}' DEFAULT UNSET",
+            "UPDATE t SET v = 'x', w = null WHERE k = 1",
+            "UPDATE t USING TIMESTAMP 5 SET v = ? WHERE k = ?",
+            "UPDATE t SET l[0] = 1, m['a'] = 2, u.f = 3 WHERE k = 1",
+            "UPDATE t SET v = (int) 3, ts = toTimestamp(:d) WHERE k = 1",
+            "UPDATE t SET v = :v WHERE k = :k",
+            "UPDATE t SET v = -1 WHERE k = 1",
+            "UPDATE t SET s = {1, 2} WHERE k = 1",
+            "DELETE FROM t WHERE k = 1",
+            "DELETE v, w FROM t WHERE k IN (1, 2) AND c > 3",
+            "BEGIN BATCH INSERT INTO t (k) VALUES (1); UPDATE t SET v = 2 WHERE k = 3; APPLY BATCH",
+            "BEGIN UNLOGGED BATCH USING TIMESTAMP 1 INSERT INTO t (k) VALUES (1) APPLY BATCH",
+            "UPDATE t SET v = 'c = c + 1' WHERE k = 1",
+            "UPDATE t SET \"if\" = 1 WHERE k = 1",
+        ] {
+            assert!(idempotent(write), "{write}");
+        }
+    }
+
+    #[test]
+    fn what_may_differ_when_run_again_is_not() {
+        for other in [
+            // conditions
+            "INSERT INTO t (k) VALUES (1) IF NOT EXISTS",
+            "UPDATE t SET v = 1 WHERE k = 1 IF v = 0",
+            "DELETE FROM t WHERE k = 1 if exists",
+            "BEGIN BATCH UPDATE t SET v = 1 WHERE k = 0 IF v = 0; APPLY BATCH",
+            // counters and collections that read the current value
+            "UPDATE t SET c = c + 1 WHERE k = 1",
+            "UPDATE t SET c = c -1 WHERE k = 1",
+            "UPDATE t SET c += 1 WHERE k = 1",
+            "UPDATE t SET l = l + [1] WHERE k = 1",
+            "UPDATE t SET l = [1] + l WHERE k = 1",
+            "UPDATE t SET s = s - {1} WHERE k = 1",
+            "UPDATE t SET v = 1, c = c WHERE k = 1",
+            "UPDATE t SET c = c",
+            "BEGIN COUNTER BATCH UPDATE t SET c = c + 1 WHERE k = 1; APPLY BATCH",
+            // a list element by index
+            "DELETE l[0] FROM t WHERE k = 1",
+            "BEGIN BATCH INSERT INTO t (k) VALUES (1); DELETE l[1] FROM t WHERE k = 1; APPLY BATCH",
+            // functions whose result differs at each call
+            "INSERT INTO t (k, v) VALUES (now(), 1)",
+            "INSERT INTO t (k, v) VALUES (UUID(), 1)",
+            "UPDATE t SET ts = toTimestamp(now()) WHERE k = 1",
+            "UPDATE t SET ts = currentTimestamp() WHERE k = 1",
+            "INSERT INTO t (k, d) VALUES (1, current_date())",
+            "INSERT INTO t (k, v) VALUES (system.now(), 1)",
+            // not data statements, not readable
+            "TRUNCATE t",
+            "CREATE TABLE t (k int PRIMARY KEY)",
+            "USE ks",
+            "SELECTED",
+            "\"SELECT\" v FROM t",
+            "",
+            "INSERT INTO t (k, v) VALUES (1, 'unterminated",
+        ] {
+            assert!(!idempotent(other), "{other}");
+        }
+        assert!(!is_idempotent(b"\xffSELECT v FROM t"));
+    }
+}
