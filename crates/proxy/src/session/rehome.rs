@@ -104,9 +104,10 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
                 again.extend(client.map(Fate::ClientPrepare));
             }
             Fate::ClusterRead => old.cluster.abandon_refresh(),
-            again_ @ (Fate::Again(_) | Fate::Materialize { .. } | Fate::ClientPrepare(_)) => {
-                again.push(again_)
-            }
+            again_ @ (Fate::Again(_)
+            | Fate::Forwarded { .. }
+            | Fate::Materialize { .. }
+            | Fate::ClientPrepare(_)) => again.push(again_),
         }
     }
     old.client.flush();
@@ -153,6 +154,9 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
                 let literals = r.literals.map(|l| l.statements).unwrap_or_default();
                 send_original(&conn, r.stream, r.topology, r.original, literals, Id::Take).await
             }
+            Fate::Forwarded { stream, original } => {
+                send_original(&conn, stream, None, original, Vec::new(), Id::Take).await
+            }
             Fate::Materialize {
                 stream,
                 rest,
@@ -181,6 +185,8 @@ enum Fate {
     /// A rewritten request idempotent by its form: sent again to the new home as the client
     /// sent it.
     Again(RewrittenAnswer),
+    /// A request forwarded as it was, idempotent by its form: sent again too.
+    Forwarded { stream: i16, original: Bytes },
     /// A PREPARE of the statements a client request names that the client prepared with
     /// literals inline: the request itself did not run; all of it goes to the new home.
     Materialize {
@@ -209,6 +215,7 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
         | Pending::ClientPrepare { stream, .. } => Fate::MayHaveRun(stream),
         Pending::SchemaCheck(check) => Fate::Held(check.held()),
         Pending::Rewritten(r) if is_idempotent(&r, wire) => Fate::Again(r),
+        Pending::Again { stream, original } => Fate::Forwarded { stream, original },
         Pending::Rewritten(r) => Fate::MayHaveRun(r.stream),
         Pending::Materialize {
             stream,
@@ -429,6 +436,14 @@ mod tests {
                 Fate::MayHaveRun(4)
             ));
         }
+        let forwarded = Pending::Again {
+            stream: 9,
+            original: query("INSERT INTO t (k) VALUES (?)"),
+        };
+        assert!(matches!(
+            fate(forwarded, wire()),
+            Fate::Forwarded { stream: 9, .. }
+        ));
         let (logged, counter) = (0, 2);
         let plain = ["INSERT INTO t (k) VALUES (1)", "DELETE FROM t WHERE k = 2"];
         assert!(matches!(

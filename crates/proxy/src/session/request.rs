@@ -751,13 +751,18 @@ async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
         Route::Rewritten(r) => send_rewritten(conn, r).await,
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
+            // Its copy, made for routing, is kept when it may go again (see `rehome`).
+            let again = route.idempotent().then(|| req.original.clone());
             let outcome = routing::route(conn, frame, route, req).await;
             traced_routing(conn, stream, &outcome);
             let frame = match outcome {
                 Ok(()) => return Ok(()),
                 Err((frame, _)) => frame,
             };
-            let pending = Pending::client(stream);
+            let pending = match again {
+                Some(original) => Pending::Again { stream, original },
+                None => Pending::client(stream),
+            };
             conn.send(frame, pending, None, Group::Other, Id::Take)
                 .await
         }

@@ -291,6 +291,7 @@ async fn on_response(
             stream,
             use_keyspace,
         } => Ok(Some(client_answer(env, stream, use_keyspace, conn))),
+        Pending::Again { stream, .. } => Ok(Some(client_answer(env, stream, false, conn))),
         Pending::SchemaChange { stream } => {
             env.set_stream(StreamId(stream));
             let changed = conn.rewriter.schema_changed(&env, wire);
