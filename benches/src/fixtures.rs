@@ -58,7 +58,7 @@ pub fn hit_path() -> (Rewriter, Header, Vec<u8>) {
         PreparedEntry {
             text: shape.text.clone(),
             conditional: false,
-            idempotent: false,
+            repeatable: false,
             fingerprint: shape.fingerprint(None),
             keyspace: None,
             id: Bytes::from_static(&[7; 16]),

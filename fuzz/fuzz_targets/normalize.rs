@@ -15,7 +15,7 @@
 #![no_main]
 
 use autoprep_protocol::cql::conditional::is_conditional;
-use autoprep_protocol::cql::idempotent::is_idempotent;
+use autoprep_protocol::cql::idempotent::{is_idempotent, may_repeat};
 use autoprep_protocol::cql::lexer::{Lexer, TokenKind};
 use autoprep_protocol::cql::normalize::resolve_identifier;
 use autoprep_protocol::cql::normalize::{
@@ -89,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
         String::from_utf8_lossy(data),
         shape.text
     );
+    assert_eq!(may_repeat(data), may_repeat(shape.text.as_bytes()));
     assert_eq!(
         shape.literal_count() + shape.client_marker_count(),
         shape.slots.len()

@@ -175,7 +175,7 @@ fuzz_target!(|data: &[u8]| {
     let entry = PreparedEntry {
         text: shape.text.clone(),
         conditional: false,
-        idempotent: false,
+        repeatable: false,
         fingerprint: shape.fingerprint(keyspace),
         keyspace: keyspace.map(str::to_owned),
         id: Bytes::from_static(&[7; 16]),

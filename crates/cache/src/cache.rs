@@ -446,7 +446,7 @@ mod tests {
         PreparedEntry {
             text: text.into(),
             conditional: false,
-            idempotent: false,
+            repeatable: false,
             fingerprint: [0; 16],
             keyspace: Some("ks".into()),
             id: Bytes::from_static(&[1; 16]),

@@ -12,9 +12,10 @@ pub struct PreparedEntry {
     /// [`autoprep_protocol::cql::conditional`]), read once from `text`: only then does a
     /// request's serial consistency matter to the server, and to routing.
     pub conditional: bool,
-    /// The statement is idempotent by its form (see [`autoprep_protocol::cql::idempotent`]),
-    /// read once from `text`: a request in flight on a connection that ended is sent again.
-    pub idempotent: bool,
+    /// The statement may repeat: it is idempotent by its form, or conditional and otherwise
+    /// so (see [`autoprep_protocol::cql::idempotent::may_repeat`]), read once from `text`: a
+    /// request in flight on a node that failed is sent again.
+    pub repeatable: bool,
     /// MD5 of keyspace and text (`Shape::fingerprint`), computed once when the shape was
     /// prepared; the cache files the entry under the faster [`crate::key::ShapeHash`].
     pub fingerprint: [u8; 16],

@@ -87,10 +87,9 @@ pub struct RoutedRequest {
     pub original: Bytes,
     pub id: Bytes,
     pub hash: Option<autoprep_cache::ShapeHash>,
-    /// Idempotent by its form (see [`autoprep_protocol::cql::idempotent`]): running it twice
-    /// leaves what running it once leaves, so when the connection ends with it in flight it
-    /// is sent home again.
-    pub idempotent: bool,
+    /// It may repeat (see [`autoprep_protocol::cql::idempotent::may_repeat`]): when the
+    /// connection ends with it in flight it is sent home again.
+    pub repeatable: bool,
     /// For the response-time metrics (overall, per shape, control comparison).
     pub tag: crate::streams::Tag,
     /// Statements prepared with literals inline the request references: the home node

@@ -1,13 +1,13 @@
 //! Whether a statement is idempotent by its form: running it twice leaves what running it once
 //! leaves, so a proxy may send it again when the connection it was in flight on ended (to the
 //! home node after a replica connection ended, to a new home after the home node failed), as a
-//! driver sends it to its next host.
+//! driver sends it to its next host ([`may_repeat`], which admits conditional writes too).
 //!
 //! A read (`SELECT`) always is. An `INSERT`, `UPDATE`, `DELETE` or text batch is, unless its form
 //! says otherwise; the rules are those the drivers give for marking a statement idempotent (the
 //! Java driver's "Query idempotence" page) checked against Cassandra's `Operation` kinds:
 //! - a condition (`IF`, a lightweight transaction): run again, its `[applied]` answer may
-//!   differ from the first run's, which the client never saw;
+//!   differ from the first run's, which the client never saw (but see [`may_repeat`]);
 //! - a counter or collection operation that reads the current value: `c = c + 1`, `l = l + [x]`,
 //!   `l = [x] + l`, `s = s - {x}`, `c += 1` (Cassandra's `Addition`, `Substraction`, `Prepend`);
 //!   any `+` or `-` operator, and any column named on the right of a `SET` assignment
@@ -56,21 +56,36 @@ enum Clause {
 /// True when `text` is a `SELECT`, or a data statement or text batch that is idempotent by its
 /// form (see the module's rules).
 pub fn is_idempotent(text: &[u8]) -> bool {
-    let Ok(mut lexer) = Lexer::from_bytes(text) else {
-        return false;
-    };
-    let Ok(Some(first)) = lexer.next_token() else {
-        return false;
-    };
+    scan(text) == Some(false)
+}
+
+/// True when `text` is idempotent by its form, or a conditional write (or batch) that would be
+/// but for its condition: what a proxy sends again when the node it was in flight on failed,
+/// as the Python driver's default retry policy does for any statement
+/// (`RetryPolicy.on_request_error`: the next host). A conditional write runs as a Paxos round,
+/// and a second round first completes what the first one left accepted (Cassandra's
+/// `StorageProxy.cas`, `beginAndRepairPaxos`): it never applies twice. What may differ is its
+/// answer: a second round after a first one that applied sees the row as the first left it,
+/// so `[applied]` is false with those values, as after a driver's retry.
+pub fn may_repeat(text: &[u8]) -> bool {
+    scan(text).is_some()
+}
+
+/// `None` when `text` is not idempotent by its form but for a condition; else whether it is
+/// conditional.
+fn scan(text: &[u8]) -> Option<bool> {
+    let mut lexer = Lexer::from_bytes(text).ok()?;
+    let first = lexer.next_token().ok()??;
     if first.is_keyword("SELECT") {
-        return true;
+        return Some(false);
     }
     if !["INSERT", "UPDATE", "DELETE", "BEGIN"]
         .iter()
         .any(|k| first.is_keyword(k))
     {
-        return false;
+        return None;
     }
+    let mut conditional = false;
     let mut clause = clause_after(first, Clause::Other);
     let mut prev = first;
     // Set after `=` in a SET clause when a name follows: a column unless `(` comes next.
@@ -78,24 +93,30 @@ pub fn is_idempotent(text: &[u8]) -> bool {
     loop {
         let t = match lexer.next_token() {
             Ok(Some(t)) => t,
-            Ok(None) => return !named_after_eq,
-            Err(_) => return false,
+            Ok(None) if named_after_eq => return None,
+            Ok(None) => return Some(conditional),
+            Err(_) => return None,
         };
         if std::mem::take(&mut named_after_eq) && t.kind != TokenKind::LParen {
-            return false;
+            return None;
         }
         match t.kind {
             TokenKind::Plus | TokenKind::Minus | TokenKind::PlusEq | TokenKind::MinusEq => {
-                return false
+                return None
             }
-            TokenKind::LBracket if clause == Clause::DeleteSelection => return false,
+            TokenKind::LBracket if clause == Clause::DeleteSelection => return None,
             TokenKind::LParen
                 if prev.kind == TokenKind::Ident
                     && NONDETERMINISTIC.iter().any(|f| prev.is_keyword(f)) =>
             {
-                return false
+                return None
             }
-            TokenKind::Ident if t.is_keyword("IF") || t.is_keyword("COUNTER") => return false,
+            TokenKind::Ident if t.is_keyword("COUNTER") => return None,
+            // The condition's expressions follow: an `=` there compares, it assigns nothing.
+            TokenKind::Ident if t.is_keyword("IF") => {
+                conditional = true;
+                clause = Clause::Other;
+            }
             TokenKind::Ident
                 if clause == Clause::Set && prev.kind == TokenKind::Eq && !t.is_keyword("NULL") =>
             {
@@ -176,13 +197,32 @@ mod tests {
     }
 
     #[test]
-    fn what_may_differ_when_run_again_is_not() {
-        for other in [
-            // conditions
+    fn conditional_writes_may_repeat_but_are_not_idempotent() {
+        for conditional in [
             "INSERT INTO t (k) VALUES (1) IF NOT EXISTS",
             "UPDATE t SET v = 1 WHERE k = 1 IF v = 0",
+            "UPDATE t SET v = 1 WHERE k = 1 IF w = x",
             "DELETE FROM t WHERE k = 1 if exists",
             "BEGIN BATCH UPDATE t SET v = 1 WHERE k = 0 IF v = 0; APPLY BATCH",
+        ] {
+            assert!(!idempotent(conditional), "{conditional}");
+            assert!(may_repeat(conditional.as_bytes()), "{conditional}");
+        }
+        // A condition does not make the rest repeatable.
+        for other in [
+            "UPDATE t SET l = l + [1] WHERE k = 1 IF v = 0",
+            "UPDATE t SET v = 1, c = c WHERE k = 1 IF v = 0",
+            "INSERT INTO t (k, v) VALUES (1, now()) IF NOT EXISTS",
+        ] {
+            assert!(!may_repeat(other.as_bytes()), "{other}");
+        }
+        // What is idempotent may repeat.
+        assert!(may_repeat(b"UPDATE t SET v = 1 WHERE k = 1"));
+    }
+
+    #[test]
+    fn what_may_differ_when_run_again_is_not() {
+        for other in [
             // counters and collections that read the current value
             "UPDATE t SET c = c + 1 WHERE k = 1",
             "UPDATE t SET c = c -1 WHERE k = 1",
@@ -213,6 +253,7 @@ mod tests {
             "INSERT INTO t (k, v) VALUES (1, 'unterminated",
         ] {
             assert!(!idempotent(other), "{other}");
+            assert!(!may_repeat(other.as_bytes()), "{other}");
         }
         assert!(!is_idempotent(b"\xffSELECT v FROM t"));
     }

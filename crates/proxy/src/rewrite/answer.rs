@@ -9,7 +9,7 @@ use crate::wire::Wire;
 use crate::{prepare_proof, schema_agreement};
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::cql::conditional::is_conditional;
-use autoprep_protocol::cql::idempotent::is_idempotent;
+use autoprep_protocol::cql::idempotent::may_repeat;
 use autoprep_protocol::envelope::{Envelope, Opcode};
 use autoprep_protocol::message::result::ResultView;
 use autoprep_protocol::message::rows_edit;
@@ -71,7 +71,7 @@ impl Rewriter {
             };
             Some(Ok(PreparedEntry {
                 conditional: is_conditional(&text),
-                idempotent: is_idempotent(text.as_bytes()),
+                repeatable: may_repeat(text.as_bytes()),
                 text,
                 fingerprint,
                 keyspace,

@@ -532,7 +532,7 @@ mod tests {
         Arc::new(PreparedEntry {
             text: String::new(),
             conditional: false,
-            idempotent: false,
+            repeatable: false,
             fingerprint: [0; 16],
             keyspace: None,
             id: Bytes::from_static(&[1; 16]),

@@ -50,11 +50,11 @@ impl Statement {
         self.shape.clone()
     }
 
-    /// Whether the statement is idempotent by its form (see
-    /// [`autoprep_protocol::cql::idempotent`]): its shape's, read once (a literal's place
-    /// taken by a marker changes no rule's verdict).
-    pub fn is_idempotent(&self) -> bool {
-        self.entry.idempotent
+    /// Whether the statement may repeat (see
+    /// [`autoprep_protocol::cql::idempotent::may_repeat`]): its shape's verdict, read once (a
+    /// literal's place taken by a marker changes no rule's verdict).
+    pub fn may_repeat(&self) -> bool {
+        self.entry.repeatable
     }
 
     /// The keyspace the statement was prepared in.

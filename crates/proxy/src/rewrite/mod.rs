@@ -213,11 +213,12 @@ pub struct Route {
 }
 
 impl Route {
-    /// Every statement of the request is idempotent by its form: sent again when the
-    /// connection it was in flight on ended (a batch of such statements is too; a counter
-    /// batch's statements are not).
-    pub fn idempotent(&self) -> bool {
-        self.entry.idempotent && self.others.iter().all(|e| e.idempotent)
+    /// Every statement of the request may repeat (see
+    /// [`autoprep_protocol::cql::idempotent::may_repeat`]): sent again when the node it was in
+    /// flight on failed (a batch of such statements may too; a counter batch's statements
+    /// may not).
+    pub fn repeatable(&self) -> bool {
+        self.entry.repeatable && self.others.iter().all(|e| e.repeatable)
     }
 }
 
@@ -705,7 +706,7 @@ mod tests {
             PreparedEntry {
                 text: shape.text.clone(),
                 conditional: false,
-                idempotent: false,
+                repeatable: false,
                 fingerprint: shape.fingerprint(ks),
                 keyspace: ks.map(str::to_owned),
                 id: Bytes::from_static(&[7; 16]),

@@ -13,9 +13,10 @@ pub enum Pending {
     /// A client request forwarded as it was; `stream` is the client's own stream id.
     /// `use_keyspace` marks a `USE` whose Set_keyspace result the session tracks.
     Client { stream: i16, use_keyspace: bool },
-    /// A client request forwarded as it was that is idempotent by its form (see
-    /// [`autoprep_protocol::cql::idempotent`]), whose bytes the proxy had copied already to
-    /// route it: kept, so that it goes again to a new home if the home fails with it in flight.
+    /// A client request forwarded as it was that may repeat (see
+    /// [`autoprep_protocol::cql::idempotent::may_repeat`]), whose bytes the proxy had copied
+    /// already to route it: kept, so that it goes again to a new home if the home fails with
+    /// it in flight.
     Again { stream: i16, original: bytes::Bytes },
     /// A client QUERY the proxy sent as EXECUTE, or a BATCH it sent with prepared children.
     /// The original envelope is kept so that an UNPREPARED answer (the statement did not run)

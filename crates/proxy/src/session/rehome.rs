@@ -8,10 +8,11 @@
 //! its event registrations (`REGISTER`), and the session goes on with a new [`Conn`]. A
 //! driver that knows only autoprep never sees its only node go down for a node failure.
 //!
-//! What was in flight on the failed home gets exactly one answer each: a rewritten request
-//! idempotent by its form (a `SELECT`, a write that running twice leaves as running once: see
-//! [`autoprep_protocol::cql::idempotent`]) is sent again to the new home from the original
-//! bytes it keeps, as a driver sends it to its next host, and so are requests
+//! What was in flight on the failed home gets exactly one answer each: a request that may
+//! repeat (a `SELECT`, a write that running twice leaves as running once, a conditional write,
+//! which never applies twice: see [`autoprep_protocol::cql::idempotent::may_repeat`]) is sent
+//! again to the new home from the original bytes the proxy keeps of it, as a driver sends it
+//! to its next host, and so are requests
 //! the node never had (a request behind the proxy's PREPAREs of the statements it names, a
 //! client's PREPARE behind the proxy's PREPARE of its shape); anything else is answered with
 //! the `Overloaded` error a replica connection's end gives ("it may have run", see
@@ -182,10 +183,9 @@ enum Fate {
     MayHaveRun(i16),
     /// A schema change's answer held for schema agreement: the change ran; given as it is.
     Held(Envelope),
-    /// A rewritten request idempotent by its form: sent again to the new home as the client
-    /// sent it.
+    /// A rewritten request that may repeat: sent again to the new home as the client sent it.
     Again(RewrittenAnswer),
-    /// A request forwarded as it was, idempotent by its form: sent again too.
+    /// A request forwarded as it was that may repeat: sent again too.
     Forwarded { stream: i16, original: Bytes },
     /// A PREPARE of the statements a client request names that the client prepared with
     /// literals inline: the request itself did not run; all of it goes to the new home.
@@ -214,7 +214,7 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
         | Pending::SchemaChange { stream }
         | Pending::ClientPrepare { stream, .. } => Fate::MayHaveRun(stream),
         Pending::SchemaCheck(check) => Fate::Held(check.held()),
-        Pending::Rewritten(r) if is_idempotent(&r, wire) => Fate::Again(r),
+        Pending::Rewritten(r) if may_repeat(&r, wire) => Fate::Again(r),
         Pending::Again { stream, original } => Fate::Forwarded { stream, original },
         Pending::Rewritten(r) => Fate::MayHaveRun(r.stream),
         Pending::Materialize {
@@ -232,12 +232,12 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
     }
 }
 
-/// Whether a rewritten request is idempotent by its form (see
-/// [`autoprep_protocol::cql::idempotent`]): a QUERY whose text is, an EXECUTE of statements
-/// prepared with literals inline that are, or a BATCH (not a counter batch) of text children
-/// that are (a child by id has no text here).
-fn is_idempotent(r: &RewrittenAnswer, wire: Wire) -> bool {
-    use autoprep_protocol::cql::idempotent::is_idempotent as text_is;
+/// Whether a rewritten request may repeat (see
+/// [`autoprep_protocol::cql::idempotent::may_repeat`]): a QUERY whose text may, an EXECUTE of
+/// statements prepared with literals inline that may, or a BATCH (not a counter batch) of text
+/// children that may (a child by id has no text here).
+fn may_repeat(r: &RewrittenAnswer, wire: Wire) -> bool {
+    use autoprep_protocol::cql::idempotent::may_repeat as text_may;
     use autoprep_protocol::message::batch::{BatchQuery, BatchView};
     const COUNTER_BATCH: u8 = 2;
     let mut frame = BytesMut::from(&r.original[..]);
@@ -247,11 +247,11 @@ fn is_idempotent(r: &RewrittenAnswer, wire: Wire) -> bool {
     };
     let header = env.header();
     match header.opcode {
-        Opcode::QUERY => wire
-            .body(&env)
-            .is_some_and(|b| QueryRequest::parse(header, &b).is_ok_and(|q| text_is(q.query.query))),
+        Opcode::QUERY => wire.body(&env).is_some_and(|b| {
+            QueryRequest::parse(header, &b).is_ok_and(|q| text_may(q.query.query))
+        }),
         Opcode::EXECUTE => r.literals.as_ref().is_some_and(|l| {
-            !l.statements.is_empty() && l.statements.iter().all(|s| s.is_idempotent())
+            !l.statements.is_empty() && l.statements.iter().all(|s| s.may_repeat())
         }),
         Opcode::BATCH => wire.body(&env).is_some_and(|b| {
             let Ok(rb) = RequestBody::parse(header, &b) else {
@@ -263,7 +263,7 @@ fn is_idempotent(r: &RewrittenAnswer, wire: Wire) -> bool {
             batch.batch_type != COUNTER_BATCH
                 && batch
                     .children()
-                    .all(|c| c.is_ok_and(|c| matches!(c.query, BatchQuery::Text(t) if text_is(t))))
+                    .all(|c| c.is_ok_and(|c| matches!(c.query, BatchQuery::Text(t) if text_may(t))))
         }),
         _ => false,
     }
@@ -415,10 +415,11 @@ mod tests {
     }
 
     #[test]
-    fn idempotent_requests_go_again_and_what_may_have_run_otherwise_is_answered_overloaded() {
+    fn what_may_repeat_goes_again_and_what_may_have_run_otherwise_is_answered_overloaded() {
         for (stream, text) in [
             (3, "SELECT v FROM t WHERE k = 1"),
             (3, "INSERT INTO t (k) VALUES (1)"),
+            (3, "INSERT INTO t (k) VALUES (1) IF NOT EXISTS"),
             (3, "BEGIN BATCH INSERT INTO t (k) VALUES (1) APPLY BATCH"),
         ] {
             assert!(matches!(
@@ -427,7 +428,7 @@ mod tests {
             ));
         }
         for text in [
-            "INSERT INTO t (k) VALUES (1) IF NOT EXISTS",
+            "UPDATE t SET l = l + [1] WHERE k = 1 IF v = 0",
             "UPDATE t SET c = c + 1 WHERE k = 1",
             "INSERT INTO t (k, v) VALUES (1, now())",
         ] {

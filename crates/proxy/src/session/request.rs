@@ -752,7 +752,7 @@ async fn send(route: Route, conn: &Arc<Conn>) -> Result<(), End> {
         Route::Replica { frame, route, req } => {
             let stream = req.stream;
             // Its copy, made for routing, is kept when it may go again (see `rehome`).
-            let again = route.idempotent().then(|| req.original.clone());
+            let again = route.repeatable().then(|| req.original.clone());
             let outcome = routing::route(conn, frame, route, req).await;
             traced_routing(conn, stream, &outcome);
             let frame = match outcome {

@@ -16,7 +16,7 @@ use crate::shapes::ShapeRef;
 use crate::wire::Wire;
 use autoprep_cache::{PreparedEntry, ShapeHash};
 use autoprep_protocol::cql::conditional::is_conditional;
-use autoprep_protocol::cql::idempotent::is_idempotent;
+use autoprep_protocol::cql::idempotent::may_repeat;
 use autoprep_protocol::envelope::Header;
 use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
@@ -132,7 +132,7 @@ pub(super) async fn route(
         original: req.original,
         id: entry.id.clone(),
         hash: req.hash,
-        idempotent: route.idempotent(),
+        repeatable: route.repeatable(),
         tag: crate::streams::Tag {
             started: Some(crate::stamp::Stamp::of(now)),
             shape: req.shape,
@@ -170,7 +170,7 @@ pub(super) fn client_prepared(conn: &Conn, env: &Envelope, text: String, keyspac
         Some(PreparedEntry {
             fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
             conditional: is_conditional(&text),
-            idempotent: is_idempotent(text.as_bytes()),
+            repeatable: may_repeat(text.as_bytes()),
             text,
             keyspace,
             id: Bytes::copy_from_slice(p.id),
@@ -430,10 +430,12 @@ async fn prepare_on(conn: &Conn, link: Arc<Link>, entry: Arc<PreparedEntry>) {
 
 /// Reads a replica connection's answers and gives each to the client under its own stream
 /// id; an UNPREPARED answer sends the client's request home instead. When the connection
-/// ends, requests still in flight on it may have run: those idempotent by their form go home
-/// (a driver would send them to its next host, and the client has only autoprep); the client
-/// gets an Overloaded error for each of the others (drivers retry what the application
-/// marked idempotent, as after a coordinator's failure).
+/// ends, requests still in flight on it may have run: those that may repeat (idempotent by
+/// their form, or conditional and otherwise so: see
+/// [`autoprep_protocol::cql::idempotent::may_repeat`]) go home (a driver would send them to
+/// its next host, and the client has only autoprep); the client gets an Overloaded error for
+/// each of the others (drivers retry what the application marked idempotent, as after a
+/// coordinator's failure).
 async fn read(conn: Arc<Conn>, o: replica::Opened) {
     let replica::Opened {
         link,
@@ -472,10 +474,10 @@ async fn read(conn: Arc<Conn>, o: replica::Opened) {
     conn.links.failed(link.addr, Instant::now());
     for r in link.take_in_flight() {
         let Routed::Client(r) = r else { continue };
-        if r.idempotent {
+        if r.repeatable {
             Metrics::inc(&conn.metrics.replica_in_flight_resent);
-            // Running it twice leaves what running it once leaves: it goes home, as a
-            // driver sends it to its next host.
+            // Running it twice leaves what running it once leaves (a conditional write never
+            // applies twice): it goes home, as a driver sends it to its next host.
             let (stream, original) = (r.stream, r.original);
             let _ = super::send::materialize(&conn, stream, r.literals, original, Id::Take).await;
             conn.upstream.flush();
