@@ -60,11 +60,12 @@ class Collector:
     def exported_text(self):
         """What the spans say, for the leak check: every span's name and attribute values and
         every resource attribute, one per line (not the ids and timestamps, whose digits any
-        number of 7 digits may happen to match)."""
+        number of 7 digits may happen to match: `autoprep.shape.id` is the shape's MD5 in hex,
+        and `7509d2f43825807c…` holds a standalone `43825807`)."""
         lines = []
         for s in self.spans():
             lines.append(s["name"] or "")
-            lines.extend(str(v) for v in s["attributes"].values())
+            lines.extend(str(v) for k, v in s["attributes"].items() if k != "autoprep.shape.id")
             lines.extend(str(v) for v in s["resource"].values())
         return "\n".join(lines)
 
@@ -116,11 +117,13 @@ def running(directory):
 
 def literals_in(texts, values):
     """[(value, where)] for every value found in any of `texts` ({where: text}). A number counts
-    only standing alone (not as a part of a longer run of digits: a timestamp, a counter)."""
+    only standing alone (not as a part of a longer run of digits, a timestamp, a counter, nor
+    of a word: a hex id such as a shape's MD5 holds runs of digits between its letters)."""
     found = []
     for v in values:
         number = v.lstrip("-").isdigit()
-        pattern = re.compile(rf"(?<![0-9]){re.escape(v)}(?![0-9])") if number else None
+        pattern = (re.compile(rf"(?<![0-9A-Za-z]){re.escape(v)}(?![0-9A-Za-z])")
+                   if number else None)
         for where, t in texts.items():
             if v in t and (pattern is None or pattern.search(t)):
                 found.append((v, where))
