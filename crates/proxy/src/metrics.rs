@@ -72,12 +72,12 @@ pub struct Metrics {
     pub handover_adopted: AtomicU64,
     pub handover_adopt_failed: AtomicU64,
     /// Requests in flight on a home connection that failed: answered Overloaded (they may
-    /// have run), and sent again to the new home (requests idempotent by their form, and requests
-    /// the node never had).
+    /// have run), and sent again to the new home (requests that may repeat, and requests the
+    /// node never had).
     pub home_in_flight_overloaded: AtomicU64,
     pub home_in_flight_resent: AtomicU64,
     /// Requests in flight on a replica connection that ended: answered Overloaded (they may
-    /// have run), and sent home again (requests idempotent by their form).
+    /// have run), and sent home again (requests that may repeat).
     pub replica_in_flight_overloaded: AtomicU64,
     pub replica_in_flight_resent: AtomicU64,
     pub bytes_from_clients: AtomicU64,
@@ -415,7 +415,7 @@ impl Metrics {
         e.head(
             "autoprep_home_in_flight_total",
             "counter",
-            "Client requests in flight on a home connection that failed, by what became of them: answered Overloaded since they may have run (overloaded), or sent again to the new home (resent: requests idempotent by their form, and requests the failed node never had).",
+            "Client requests in flight on a home connection that failed, by what became of them: answered Overloaded since they may have run (overloaded), or sent again to the new home (resent: requests that may repeat, being idempotent by their form or conditional and otherwise so, and requests the failed node never had).",
         );
         e.sample(
             "autoprep_home_in_flight_total",
@@ -430,7 +430,7 @@ impl Metrics {
         e.head(
             "autoprep_replica_in_flight_total",
             "counter",
-            "Client requests in flight on a replica connection that ended, by what became of them: answered Overloaded since they may have run (overloaded), or sent home again (resent: requests idempotent by their form).",
+            "Client requests in flight on a replica connection that ended, by what became of them: answered Overloaded since they may have run (overloaded), or sent home again (resent: requests that may repeat, being idempotent by their form or conditional and otherwise so).",
         );
         e.sample(
             "autoprep_replica_in_flight_total",

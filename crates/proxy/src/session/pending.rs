@@ -66,11 +66,14 @@ pub enum Pending {
     /// keyspace; the answer loses Cassandra's once-per-connection warning about `USE` with
     /// prepared statements when the client was given it already (by the proxy: see
     /// [`crate::rewrite::literal_prepare`]), unless the PREPARE names its keyspace (v5: the server warns
-    /// for each such PREPARE).
+    /// for each such PREPARE). `original` is the envelope as the client sent it: a PREPARE
+    /// changes nothing but the node's cache, so one in flight on a home that fails goes again
+    /// to the new home (PREPAREs are few: the copy costs nothing that counts).
     ClientPrepare {
         stream: i16,
         route: Option<(String, Option<String>)>,
         names_keyspace: bool,
+        original: bytes::Bytes,
     },
 }
 
@@ -175,6 +178,7 @@ pub(super) fn client_prepare(
     header: &Header,
     body: Option<&[u8]>,
     ks: rewrite::ConnKeyspace<'_>,
+    original: &[u8],
 ) -> Option<Pending> {
     let rb = RequestBody::parse(header, body?).ok()?;
     let p =
@@ -188,5 +192,6 @@ pub(super) fn client_prepare(
         stream,
         route: Some((std::str::from_utf8(p.query).ok()?.to_owned(), keyspace)),
         names_keyspace: p.keyspace.is_some(),
+        original: bytes::Bytes::copy_from_slice(original),
     })
 }

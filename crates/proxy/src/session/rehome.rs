@@ -12,11 +12,11 @@
 //! repeat (a `SELECT`, a write that running twice leaves as running once, a conditional write,
 //! which never applies twice: see [`autoprep_protocol::cql::idempotent::may_repeat`]) is sent
 //! again to the new home from the original bytes the proxy keeps of it, as a driver sends it
-//! to its next host, and so are requests
-//! the node never had (a request behind the proxy's PREPAREs of the statements it names, a
-//! client's PREPARE behind the proxy's PREPARE of its shape); anything else is answered with
-//! the `Overloaded` error a replica connection's end gives ("it may have run", see
-//! [`ended_in_flight`]); a schema change's answer held for agreement is given as it is. What
+//! to its next host, and so are a client's PREPARE (which changes nothing but the node's
+//! cache) and requests the node never had (a request behind the proxy's PREPAREs of the
+//! statements it names, a client's PREPARE behind the proxy's PREPARE of its shape); anything
+//! else is answered with the `Overloaded` error a replica connection's end gives ("it may have
+//! run", see [`ended_in_flight`]); a schema change's answer held for agreement is given as it is. What
 //! is sent toward the old home afterwards goes on to the new one (see `Conn::send`).
 //!
 //! The session's task opens the new home while its client reader is not polled: the client
@@ -211,8 +211,14 @@ fn fate(pending: Pending, wire: Wire) -> Fate {
     match pending {
         Pending::Client { stream, .. }
         | Pending::Topology { stream, .. }
-        | Pending::SchemaChange { stream }
-        | Pending::ClientPrepare { stream, .. } => Fate::MayHaveRun(stream),
+        | Pending::SchemaChange { stream } => Fate::MayHaveRun(stream),
+        // A PREPARE changes nothing but the node's cache: it goes again.
+        Pending::ClientPrepare {
+            stream, original, ..
+        } => match client_prepare_of(stream, original, wire) {
+            Some(c) => Fate::ClientPrepare(Box::new(c)),
+            None => Fate::MayHaveRun(stream),
+        },
         Pending::SchemaCheck(check) => Fate::Held(check.held()),
         Pending::Rewritten(r) if may_repeat(&r, wire) => Fate::Again(r),
         Pending::Again { stream, original } => Fate::Forwarded { stream, original },
@@ -267,6 +273,22 @@ fn may_repeat(r: &RewrittenAnswer, wire: Wire) -> bool {
         }),
         _ => false,
     }
+}
+
+/// The client's PREPARE `original` (client stream id `stream`), to pass on to the new home as
+/// the client sent it.
+fn client_prepare_of(stream: i16, original: Bytes, wire: Wire) -> Option<ClientPrepare> {
+    let mut frame = BytesMut::from(&original[..]);
+    let env = EnvelopeDecoder::new(Direction::Request, wire.max_frame)
+        .decode(&mut frame)
+        .ok()??;
+    let body = Bytes::copy_from_slice(&wire.body(&env)?);
+    Some(ClientPrepare {
+        stream,
+        header: *env.header(),
+        body,
+        original,
+    })
 }
 
 /// Opens a new home for a connection homed on contact point `failed` (or, with `None`, one
@@ -361,6 +383,11 @@ mod tests {
 
     fn query(text: &str) -> Bytes {
         let frame = schema_agreement::query_frame(ProtocolVersion::V4, text).unwrap();
+        frame.freeze()
+    }
+
+    fn prepare_frame(text: &str) -> Bytes {
+        let frame = crate::session::send::prepare_frame(ProtocolVersion::V4, text, None).unwrap();
         frame.freeze()
     }
 
@@ -474,8 +501,12 @@ mod tests {
             stream: 6,
             route: None,
             names_keyspace: false,
+            original: prepare_frame("INSERT INTO t (k) VALUES (1)"),
         };
-        assert!(matches!(fate(prepare, wire()), Fate::MayHaveRun(6)));
+        assert!(matches!(
+            fate(prepare, wire()),
+            Fate::ClientPrepare(c) if c.stream == 6 && c.header.opcode == Opcode::PREPARE
+        ));
         assert!(matches!(
             fate(Pending::SchemaChange { stream: 7 }, wire()),
             Fate::MayHaveRun(7)

@@ -618,7 +618,7 @@ fn classify_text(
         }
         TextPlan::AsSent { client_prepare: cp } => {
             let client_prepare = cp
-                .then(|| client_prepare(stream, &header, body.as_deref(), ks))
+                .then(|| client_prepare(stream, &header, body.as_deref(), ks, env.as_bytes()))
                 .flatten();
             drop(body);
             let pending =

@@ -338,6 +338,7 @@ async fn on_response(
             stream,
             route,
             names_keyspace,
+            ..
         } => {
             if let Some((text, keyspace)) = route {
                 routing::client_prepared(conn, &env, text, keyspace);

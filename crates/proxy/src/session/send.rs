@@ -11,7 +11,6 @@ use crate::control::Group;
 use crate::metrics::Metrics;
 use crate::rewrite::literal_prepare;
 use crate::rewrite::{self, PrepareRequest};
-use autoprep_protocol::envelope::Header;
 use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion};
 use autoprep_protocol::message::prepare::encode_prepare;
 use bytes::{Bytes, BytesMut};
@@ -151,7 +150,7 @@ pub(super) async fn pass_client_prepare(
     c: literal_prepare::ClientPrepare,
     conn: &Conn,
 ) -> Result<(), End> {
-    let pending = client_prepare_pending(conn, &c.header, c.stream, &c.body);
+    let pending = client_prepare_pending(conn, &c);
     let frame = BytesMut::from(&c.original[..]);
     conn.send(frame, pending, None, Group::Other, Id::Take)
         .await
@@ -159,7 +158,7 @@ pub(super) async fn pass_client_prepare(
 
 /// The pending entry of a client's PREPARE forwarded as it was (remembered for routing when
 /// routing is on).
-fn client_prepare_pending(conn: &Conn, header: &Header, stream: i16, body: &[u8]) -> Pending {
+fn client_prepare_pending(conn: &Conn, c: &literal_prepare::ClientPrepare) -> Pending {
     let (keyspace, settled) = {
         let st = conn.lock();
         (st.keyspace.clone(), st.use_in_flight == 0)
@@ -168,17 +167,19 @@ fn client_prepare_pending(conn: &Conn, header: &Header, stream: i16, body: &[u8]
         name: keyspace.as_deref(),
         settled,
     };
-    match client_prepare(stream, header, Some(body), ks) {
+    match client_prepare(c.stream, &c.header, Some(&c.body), ks, &c.original) {
         Some(Pending::ClientPrepare {
             stream,
             route,
             names_keyspace,
+            original,
         }) => Pending::ClientPrepare {
             stream,
             route: route.filter(|_| conn.cluster.enabled()),
             names_keyspace,
+            original,
         },
-        _ => Pending::client(stream),
+        _ => Pending::client(c.stream),
     }
 }
 
