@@ -216,6 +216,16 @@ fn keeps_its_connection(
     wait_for("the new process to count the adopted connection", || {
         metrics(&new).contains("autoprep_handover_adopted_total{outcome=\"adopted\"} 1")
     });
+    // Before the connection, the new process learned the statement the client prepared with
+    // a marker (routing remembers those with a partition key).
+    let learned = metrics(&new)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("autoprep_handover_statements_total ")
+                .map(str::to_owned)
+        })
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(learned.is_some_and(|n| n >= 1.0), "{learned:?}");
     if std::env::var_os("HANDOVER_TEST_LOGS").is_some() {
         eprintln!("old:\n{}\nnew:\n{}", old.log_text(), new.log_text());
     }
