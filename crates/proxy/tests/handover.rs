@@ -90,6 +90,9 @@ fn pipelined_reads(n: i16) -> Vec<u8> {
 /// One drain with hand-over, for a client of `version` and `compression`. With `in_flight`
 /// (v4 without compression: the test writes raw envelopes), requests are in flight when the
 /// signal arrives, and half of one is written before it and the rest after the hand-over.
+/// A statement prepared with a bind marker of a partition key.
+const BOUND: &str = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?";
+
 fn keeps_its_connection(
     node: &str,
     version: autoprep_protocol::envelope::ProtocolVersion,
@@ -114,17 +117,14 @@ fn keeps_its_connection(
         Response::Rows(_)
     ));
     // A statement the client prepared (with a literal inline: autoprep may answer it with an
-    // id of its own), and one it prepared with a bind marker.
+    // id of its own), and one it prepared with a bind marker (of a table's partition key, not
+    // a topology table's: routing remembers it).
     let literal = client
         .prepare("SELECT key FROM local WHERE key = 'local'")
         .unwrap()
         .prepared()
         .unwrap();
-    let bound = client
-        .prepare("SELECT key FROM local WHERE key = ?")
-        .unwrap()
-        .prepared()
-        .unwrap();
+    let bound = client.prepare(BOUND).unwrap().prepared().unwrap();
     let before = client.local_addr().unwrap();
 
     // The next process, on its own port, takes the hand-over socket over.
@@ -194,11 +194,7 @@ fn keeps_its_connection(
             "SELECT key FROM local WHERE key = 'local'",
             vec![],
         ),
-        (
-            &bound,
-            "SELECT key FROM local WHERE key = ?",
-            vec![Some(&b"local"[..])],
-        ),
+        (&bound, BOUND, vec![Some(&b"system"[..])]),
     ] {
         let p = match client.execute(p, &values).unwrap() {
             Response::Rows(_) => continue,
