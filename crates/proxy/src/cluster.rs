@@ -566,10 +566,21 @@ impl ClusterView {
     }
 
     /// A client prepared `entry` itself (its id is the server's).
-    pub fn client_prepared(&self, entry: PreparedEntry) {
+    pub fn client_prepared(&self, statement: ClientStatement) {
         if self.enabled {
+            let entry = statement.entry();
             lock(&self.client_prepared).put(entry.id.clone(), Arc::new(entry));
         }
+    }
+
+    /// Every client-prepared statement remembered, least recently used first (so that, filed
+    /// again in this order, the most recent stay most recent).
+    pub fn client_statements(&self) -> Vec<ClientStatement> {
+        lock(&self.client_prepared)
+            .iter()
+            .rev()
+            .map(|(_, e)| ClientStatement::of(e))
+            .collect()
     }
 
     /// The client-prepared statement `id`, if remembered.
@@ -584,6 +595,52 @@ impl ClusterView {
             if let Some(nodes) = known.get_mut(&id) {
                 nodes.retain(|a| *a != addr);
             }
+        }
+    }
+}
+
+/// A statement a client prepared, as routing knows it: from its PREPARED answer (the text and
+/// keyspace it was prepared with, its ids, the partition key's bind indexes and the tables of
+/// its bind variables), or from a draining process (see [`crate::handover`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientStatement {
+    pub text: String,
+    pub keyspace: Option<String>,
+    pub id: Bytes,
+    pub result_metadata_id: Option<Bytes>,
+    pub pk_indexes: Vec<u16>,
+    pub tables: Vec<(String, String)>,
+}
+
+impl ClientStatement {
+    /// Its entry for routing; whether it is conditional and whether it may repeat are read
+    /// from its text here.
+    fn entry(self) -> PreparedEntry {
+        use autoprep_protocol::cql::{conditional::is_conditional, idempotent::may_repeat};
+        PreparedEntry {
+            fingerprint: <[u8; 16]>::try_from(&self.id[..]).unwrap_or_default(),
+            conditional: is_conditional(&self.text),
+            repeatable: may_repeat(self.text.as_bytes()),
+            text: self.text,
+            keyspace: self.keyspace,
+            id: self.id,
+            result_metadata_id: self.result_metadata_id,
+            bind_types: Vec::new(),
+            pk_indexes: self.pk_indexes,
+            result_metadata: Bytes::new(),
+            tables: self.tables,
+            prepared_message: Bytes::new(),
+        }
+    }
+
+    fn of(e: &PreparedEntry) -> ClientStatement {
+        ClientStatement {
+            text: e.text.clone(),
+            keyspace: e.keyspace.clone(),
+            id: e.id.clone(),
+            result_metadata_id: e.result_metadata_id.clone(),
+            pk_indexes: e.pk_indexes.clone(),
+            tables: e.tables.clone(),
         }
     }
 }

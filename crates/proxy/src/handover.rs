@@ -25,6 +25,7 @@
 //! `recvmsg` gives an `OwnedFd`, so the crate stays free of `unsafe` (`nix` gives a raw
 //! descriptor that only `unsafe` code can own).
 
+use crate::cluster::ClientStatement;
 use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::ProtocolVersion;
 use bytes::Bytes;
@@ -54,6 +55,87 @@ pub const PROBE_FOR: Duration = Duration::from_secs(5);
 
 /// The first bytes of an encoded state, with the encoding's version.
 const MAGIC: &[u8; 4] = b"APH1";
+/// The first bytes of an encoded list of [`ClientStatement`]s: what routing knew of the
+/// clients' statements in the draining process, sent once before the connections, so that the
+/// new process routes their EXECUTEs and BATCHes and knows which of them may go again to a new
+/// home. Without it the new process never learns them: every node knows their ids (routing
+/// prepared them on every replica), so none answers UNPREPARED and the driver never prepares
+/// them again.
+const STATEMENTS_MAGIC: &[u8; 4] = b"APS1";
+
+/// The encoding of `statements` (after [`STATEMENTS_MAGIC`]).
+pub fn encode_statements(statements: &[ClientStatement]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + statements.len() * 128);
+    out.extend_from_slice(STATEMENTS_MAGIC);
+    put_count(&mut out, statements.len());
+    for s in statements {
+        put(&mut out, s.text.as_bytes());
+        put_optional(&mut out, s.keyspace.as_deref().map(str::as_bytes));
+        put(&mut out, &s.id);
+        put_optional(&mut out, s.result_metadata_id.as_deref());
+        put_count(&mut out, s.pk_indexes.len());
+        for i in &s.pk_indexes {
+            out.extend_from_slice(&i.to_be_bytes());
+        }
+        put_count(&mut out, s.tables.len());
+        for (ks, table) in &s.tables {
+            put(&mut out, ks.as_bytes());
+            put(&mut out, table.as_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes what [`encode_statements`] wrote.
+pub fn decode_statements(mut buf: &[u8]) -> Result<Vec<ClientStatement>, DecodeError> {
+    let b = &mut buf;
+    if take(b, 4)? != STATEMENTS_MAGIC {
+        return Err(DecodeError::Magic);
+    }
+    let text = |b: &mut &[u8]| -> Result<String, DecodeError> {
+        Ok(std::str::from_utf8(get(b)?)
+            .map_err(|_| DecodeError::Keyspace)?
+            .to_owned())
+    };
+    let n = count(b)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let statement = text(b)?;
+        let keyspace = match get_optional(b)? {
+            Some(k) => Some(
+                std::str::from_utf8(k)
+                    .map_err(|_| DecodeError::Keyspace)?
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        let id = Bytes::copy_from_slice(get(b)?);
+        let result_metadata_id = get_optional(b)?.map(Bytes::copy_from_slice);
+        let n = count(b)?;
+        let mut pk_indexes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let i = take(b, 2)?;
+            pk_indexes.push(u16::from_be_bytes([i[0], i[1]]));
+        }
+        let n = count(b)?;
+        let mut tables = Vec::with_capacity(n);
+        for _ in 0..n {
+            tables.push((text(b)?, text(b)?));
+        }
+        out.push(ClientStatement {
+            text: statement,
+            keyspace,
+            id,
+            result_metadata_id,
+            pk_indexes,
+            tables,
+        });
+    }
+    if !b.is_empty() {
+        return Err(DecodeError::Trailing(b.len()));
+    }
+    Ok(out)
+}
 
 /// What a client connection carries to the process that takes it over. Its `Debug` leaves
 /// the handshake's bodies out (credentials) and gives only the sizes of the rest.
@@ -103,7 +185,7 @@ pub enum DecodeError {
     Truncated { needed: usize, left: usize },
     #[error("unknown {field} {value}")]
     Unknown { field: &'static str, value: u8 },
-    #[error("the keyspace is not UTF-8")]
+    #[error("a keyspace, table or statement is not UTF-8")]
     Keyspace,
     #[error("{0} bytes after the state")]
     Trailing(usize),
@@ -224,6 +306,27 @@ impl Handed {
             registered,
             unread,
         })
+    }
+}
+
+fn put_optional(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        None => out.push(0),
+        Some(b) => {
+            out.push(1);
+            put(out, b);
+        }
+    }
+}
+
+fn get_optional<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
+    match byte(buf)? {
+        0 => Ok(None),
+        1 => Ok(Some(get(buf)?)),
+        value => Err(DecodeError::Unknown {
+            field: "optional marker",
+            value,
+        }),
     }
 }
 
@@ -352,11 +455,27 @@ pub async fn send(path: &Path, fd: BorrowedFd<'_>, state: &Handed) -> io::Result
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
 }
 
+/// Sends what routing knows of the clients' statements (see [`ClientStatement`]) to the
+/// process listening on `path`; `Ok` once it acknowledged.
+pub async fn send_statements(path: &Path, statements: &[ClientStatement]) -> io::Result<()> {
+    let body = encode_statements(statements);
+    let len = u32::try_from(body.len()).map_err(|_| io::Error::other("statements too large"))?;
+    let mut sock = UnixStream::connect(path).await?;
+    sock.write_all(&len.to_be_bytes()).await?;
+    sock.write_all(&body).await?;
+    tokio::time::timeout(ACK_WAIT, acknowledged(&mut sock))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+}
+
 /// What arrived on the hand-over socket.
 #[derive(Debug)]
 pub enum Received {
     /// A draining process looks for this one: answer [`ack`] if it takes connections.
     Probe,
+    /// What routing knew of the clients' statements in the draining process. Answer [`ack`]
+    /// once they are known here.
+    Statements(Vec<ClientStatement>),
     /// A client connection: its socket and state. Answer [`ack`] once it is taken.
     Connection(OwnedFd, Handed),
 }
@@ -406,13 +525,17 @@ pub async fn receive(sock: &mut UnixStream, max: usize) -> io::Result<Received> 
             "a state of {len} bytes (at most {max})"
         )));
     }
-    let fd = fd.ok_or_else(|| io::Error::other("no descriptor came with the state"))?;
     if msg.len() > 4 + len {
         return Err(io::Error::other("bytes after the state"));
     }
     let have = msg.len();
     msg.resize(4 + len, 0);
     sock.read_exact(&mut msg[have..]).await?;
+    if msg[4..].starts_with(STATEMENTS_MAGIC) {
+        let statements = decode_statements(&msg[4..]).map_err(io::Error::other)?;
+        return Ok(Received::Statements(statements));
+    }
+    let fd = fd.ok_or_else(|| io::Error::other("no descriptor came with the state"))?;
     let state = Handed::decode(&msg[4..]).map_err(io::Error::other)?;
     Ok(Received::Connection(fd, state))
 }
@@ -465,6 +588,41 @@ mod tests {
             registered: vec![Bytes::from_static(b"\0\x01\0\x0dSCHEMA_CHANGE")],
             unread: b"\x05\0\0\x01".to_vec(),
         }
+    }
+
+    fn statements() -> Vec<ClientStatement> {
+        vec![
+            ClientStatement {
+                text: "INSERT INTO ks.t (k, v) VALUES (?, ?)".into(),
+                keyspace: Some("ks".into()),
+                id: Bytes::from_static(&[7; 16]),
+                result_metadata_id: Some(Bytes::from_static(&[8; 16])),
+                pk_indexes: vec![0, 2],
+                tables: vec![("ks".into(), "t".into())],
+            },
+            ClientStatement {
+                text: "SELECT v FROM t WHERE k = ?".into(),
+                keyspace: None,
+                id: Bytes::from_static(&[9; 16]),
+                result_metadata_id: None,
+                pk_indexes: vec![0],
+                tables: vec![],
+            },
+        ]
+    }
+
+    #[test]
+    fn statements_round_trip_and_a_broken_list_is_an_error() {
+        let encoded = encode_statements(&statements());
+        assert_eq!(decode_statements(&encoded).unwrap(), statements());
+        assert_eq!(decode_statements(&encode_statements(&[])).unwrap(), vec![]);
+        for cut in 0..encoded.len() {
+            assert!(decode_statements(&encoded[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = encoded.clone();
+        longer.push(0);
+        assert_eq!(decode_statements(&longer), Err(DecodeError::Trailing(1)));
+        assert_eq!(decode_statements(b"APH1"), Err(DecodeError::Magic));
     }
 
     #[test]
@@ -542,16 +700,23 @@ mod tests {
             ));
             ack(&mut probe).await.unwrap();
             let (mut sock, _) = listener.accept().await.unwrap();
+            let Received::Statements(known) = receive(&mut sock, 1 << 20).await.unwrap() else {
+                panic!("statements")
+            };
+            ack(&mut sock).await.unwrap();
+            let (mut sock, _) = listener.accept().await.unwrap();
             let Received::Connection(fd, got) = receive(&mut sock, 1 << 20).await.unwrap() else {
                 panic!("a connection")
             };
             ack(&mut sock).await.unwrap();
-            (fd, got)
+            (fd, got, known)
         });
         assert!(probe(&path, Duration::from_secs(1)).await);
+        send_statements(&path, &statements()).await.unwrap();
         send(&path, theirs.as_fd(), &state()).await.unwrap();
-        let (fd, got) = taker.await.unwrap();
+        let (fd, got, known) = taker.await.unwrap();
         assert_eq!(got, state());
+        assert_eq!(known, statements());
         // The descriptor received is the same socket: what goes into it reaches our end.
         drop(theirs);
         let mut received = std::os::unix::net::UnixStream::from(fd);

@@ -219,11 +219,13 @@ impl Lifecycle {
 /// still open after `grace`, and gives up [`EXIT_WAIT`] later. `second_signal` completing at
 /// any point ends it at once. With a `handover` socket where a new process answers (tried for
 /// [`crate::handover::PROBE_FOR`] while connections are served), the connections that can be
-/// are handed over to it meanwhile.
+/// are handed over to it meanwhile, once `announce` has told it what the connections need
+/// besides their own state (see [`crate::handover::send_statements`]).
 pub async fn drain(
     lifecycle: &Lifecycle,
     grace: Duration,
     handover: Option<&Path>,
+    announce: impl Future<Output = ()>,
     second_signal: impl Future<Output = ()>,
 ) -> Outcome {
     tokio::pin!(second_signal);
@@ -241,6 +243,7 @@ pub async fn drain(
                 // (No count of open connections: `all_closed`, polled beside this, holds the
                 // permits it has been given while it waits, so `open()` reads high.)
                 info!("a new process takes connections over: handing them over");
+                announce.await;
                 lifecycle.start_handover();
             } else {
                 info!("no new process on the hand-over socket: connections are drained");
@@ -396,6 +399,7 @@ mod tests {
                 &l2,
                 Duration::from_secs(30),
                 Some(&path),
+                async {},
                 std::future::pending(),
             )
             .await
@@ -413,7 +417,14 @@ mod tests {
         let conn = l.admit().unwrap();
         let l2 = l.clone();
         let drain = tokio::spawn(async move {
-            drain(&l2, Duration::from_secs(3600), None, std::future::pending()).await
+            drain(
+                &l2,
+                Duration::from_secs(3600),
+                None,
+                async {},
+                std::future::pending(),
+            )
+            .await
         });
         l.reached(Phase::Draining).await;
         drop(conn);
@@ -427,7 +438,14 @@ mod tests {
         let conn = l.admit().unwrap();
         let l2 = l.clone();
         let drain = tokio::spawn(async move {
-            drain(&l2, Duration::from_secs(30), None, std::future::pending()).await
+            drain(
+                &l2,
+                Duration::from_secs(30),
+                None,
+                async {},
+                std::future::pending(),
+            )
+            .await
         });
         // A session that closes when told to.
         l.reached(Phase::Closing).await;
@@ -439,7 +457,14 @@ mod tests {
     async fn gives_up_on_a_connection_that_never_closes() {
         let l = Lifecycle::new(4);
         let _stuck = l.admit().unwrap();
-        let out = drain(&l, Duration::from_secs(30), None, std::future::pending()).await;
+        let out = drain(
+            &l,
+            Duration::from_secs(30),
+            None,
+            async {},
+            std::future::pending(),
+        )
+        .await;
         assert_eq!(out, Outcome::TimedOut { open: 1 });
     }
 
@@ -447,7 +472,7 @@ mod tests {
     async fn a_second_signal_forces_the_exit() {
         let l = Lifecycle::new(4);
         let _open = l.admit().unwrap();
-        let out = drain(&l, Duration::from_secs(3600), None, async {}).await;
+        let out = drain(&l, Duration::from_secs(3600), None, async {}, async {}).await;
         assert_eq!(out, Outcome::Forced);
     }
 }

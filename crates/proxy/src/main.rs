@@ -156,8 +156,24 @@ fn run(
         tokio::spawn(autoprep::server::run(listener, ctx.clone()));
         signals.recv().await;
         let handover = ctx.cfg.handover_socket.clone();
-        let outcome =
-            lifecycle::drain(&ctx.lifecycle, grace, handover.as_deref(), signals.recv()).await;
+        // Before the connections, the new process learns the statements their clients
+        // prepared here (see `handover::ClientStatement`s).
+        let announce = async {
+            if let Some(path) = handover.as_deref() {
+                let statements = ctx.cluster.client_statements();
+                if let Err(e) = autoprep::handover::send_statements(path, &statements).await {
+                    tracing::warn!(error = %e, "the new process did not take the clients' statements; their requests go home there until prepared again");
+                }
+            }
+        };
+        let outcome = lifecycle::drain(
+            &ctx.lifecycle,
+            grace,
+            handover.as_deref(),
+            announce,
+            signals.recv(),
+        )
+        .await;
         let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         tracing::info!(
             handed_over = count(&ctx.metrics.drain_handed_over),

@@ -71,6 +71,9 @@ pub struct Metrics {
     /// home could be opened for them.
     pub handover_adopted: AtomicU64,
     pub handover_adopt_failed: AtomicU64,
+    /// Statements clients prepared, learned from a draining process before its connections
+    /// (see `handover::send_statements`).
+    pub handover_statements: AtomicU64,
     /// Requests in flight on a home connection that failed: answered Overloaded (they may
     /// have run), and sent again to the new home (requests that may repeat, and requests the
     /// node never had).
@@ -309,6 +312,16 @@ impl Metrics {
             "autoprep_handover_adopted_total",
             &[("outcome", "closed")],
             load(&self.handover_adopt_failed),
+        );
+        e.head(
+            "autoprep_handover_statements_total",
+            "counter",
+            "Statements clients prepared that a draining process passed on before its connections (routing knows them here without the drivers preparing them again).",
+        );
+        e.sample(
+            "autoprep_handover_statements_total",
+            &[],
+            load(&self.handover_statements),
         );
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Accepts connections on `listener` until the drain starts (see [`crate::lifecycle`]), then
 /// drops the listener so that new connections are refused.
@@ -102,6 +102,21 @@ async fn take_one(id: u64, mut sock: tokio::net::UnixStream, ctx: Arc<Context>) 
             if !ctx.lifecycle.is_draining() {
                 let _ = handover::ack(&mut sock).await;
             }
+        }
+        Ok(handover::Received::Statements(statements)) => {
+            if ctx.lifecycle.is_draining() {
+                return;
+            }
+            let n = statements.len();
+            for s in statements {
+                ctx.cluster.client_prepared(s);
+            }
+            crate::metrics::Metrics::add(&ctx.metrics.handover_statements, n as u64);
+            debug!(
+                statements = n,
+                "statements clients prepared, from the draining process"
+            );
+            let _ = handover::ack(&mut sock).await;
         }
         Ok(handover::Received::Connection(fd, state)) => {
             // Not admitted (draining, or at the limit): no acknowledgement, and the draining

@@ -90,6 +90,9 @@ fn pipelined_reads(n: i16) -> Vec<u8> {
 /// One drain with hand-over, for a client of `version` and `compression`. With `in_flight`
 /// (v4 without compression: the test writes raw envelopes), requests are in flight when the
 /// signal arrives, and half of one is written before it and the rest after the hand-over.
+/// A statement prepared with a bind marker of a partition key.
+const BOUND: &str = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?";
+
 fn keeps_its_connection(
     node: &str,
     version: autoprep_protocol::envelope::ProtocolVersion,
@@ -114,17 +117,14 @@ fn keeps_its_connection(
         Response::Rows(_)
     ));
     // A statement the client prepared (with a literal inline: autoprep may answer it with an
-    // id of its own), and one it prepared with a bind marker.
+    // id of its own), and one it prepared with a bind marker (of a table's partition key, not
+    // a topology table's: routing remembers it).
     let literal = client
         .prepare("SELECT key FROM local WHERE key = 'local'")
         .unwrap()
         .prepared()
         .unwrap();
-    let bound = client
-        .prepare("SELECT key FROM local WHERE key = ?")
-        .unwrap()
-        .prepared()
-        .unwrap();
+    let bound = client.prepare(BOUND).unwrap().prepared().unwrap();
     let before = client.local_addr().unwrap();
 
     // The next process, on its own port, takes the hand-over socket over.
@@ -194,11 +194,7 @@ fn keeps_its_connection(
             "SELECT key FROM local WHERE key = 'local'",
             vec![],
         ),
-        (
-            &bound,
-            "SELECT key FROM local WHERE key = ?",
-            vec![Some(&b"local"[..])],
-        ),
+        (&bound, BOUND, vec![Some(&b"system"[..])]),
     ] {
         let p = match client.execute(p, &values).unwrap() {
             Response::Rows(_) => continue,
@@ -216,6 +212,16 @@ fn keeps_its_connection(
     wait_for("the new process to count the adopted connection", || {
         metrics(&new).contains("autoprep_handover_adopted_total{outcome=\"adopted\"} 1")
     });
+    // Before the connection, the new process learned the statement the client prepared with
+    // a marker (routing remembers those with a partition key).
+    let learned = metrics(&new)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("autoprep_handover_statements_total ")
+                .map(str::to_owned)
+        })
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(learned.is_some_and(|n| n >= 1.0), "{learned:?}");
     if std::env::var_os("HANDOVER_TEST_LOGS").is_some() {
         eprintln!("old:\n{}\nnew:\n{}", old.log_text(), new.log_text());
     }

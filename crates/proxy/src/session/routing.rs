@@ -15,8 +15,6 @@ use crate::schema_agreement;
 use crate::shapes::ShapeRef;
 use crate::wire::Wire;
 use autoprep_cache::{PreparedEntry, ShapeHash};
-use autoprep_protocol::cql::conditional::is_conditional;
-use autoprep_protocol::cql::idempotent::may_repeat;
 use autoprep_protocol::envelope::Header;
 use autoprep_protocol::envelope::{Envelope, Opcode, ProtocolVersion, StreamId};
 use autoprep_protocol::message::result::ResultView;
@@ -151,7 +149,7 @@ pub(super) async fn route(
 
 /// Remembers a client's own PREPARED answer for routing its EXECUTEs.
 pub(super) fn client_prepared(conn: &Conn, env: &Envelope, text: String, keyspace: Option<String>) {
-    let entry = conn.wire().with_result(env, |r| {
+    let statement = conn.wire().with_result(env, |r| {
         let ResultView::Prepared(p) = r else {
             return None;
         };
@@ -167,23 +165,17 @@ pub(super) fn client_prepared(conn: &Conn, env: &Envelope, text: String, keyspac
                 tables.push(t);
             }
         }
-        Some(PreparedEntry {
-            fingerprint: <[u8; 16]>::try_from(p.id).unwrap_or_default(),
-            conditional: is_conditional(&text),
-            repeatable: may_repeat(text.as_bytes()),
+        Some(crate::cluster::ClientStatement {
             text,
             keyspace,
             id: Bytes::copy_from_slice(p.id),
             result_metadata_id: p.result_metadata_id.map(Bytes::copy_from_slice),
-            bind_types: Vec::new(),
             pk_indexes,
-            result_metadata: Bytes::new(),
             tables,
-            prepared_message: Bytes::new(),
         })
     });
-    if let Some(entry) = entry {
-        conn.cluster.client_prepared(entry);
+    if let Some(statement) = statement {
+        conn.cluster.client_prepared(statement);
     }
 }
 
