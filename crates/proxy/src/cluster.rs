@@ -565,7 +565,7 @@ impl ClusterView {
         }
     }
 
-    /// A client prepared `entry` itself (its id is the server's).
+    /// A client prepared `statement` itself (its id is the server's).
     pub fn client_prepared(&self, statement: ClientStatement) {
         if self.enabled {
             let entry = statement.entry();

@@ -157,7 +157,7 @@ fn run(
         signals.recv().await;
         let handover = ctx.cfg.handover_socket.clone();
         // Before the connections, the new process learns the statements their clients
-        // prepared here (see `handover::ClientStatement`s).
+        // prepared here (see `cluster::ClientStatement`).
         let announce = async {
             if let Some(path) = handover.as_deref() {
                 let statements = ctx.cluster.client_statements();
