@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -388,3 +389,13 @@ def scrub(s, names):
     for n, placeholder in names.items():
         s = s.replace(n, placeholder)
     return re.sub(r"\x1b\[[0-9;]*m", "", s)
+
+
+def metric(admin, name, **labels):
+    """The value of one sample of autoprep's /metrics (0 when absent)."""
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    series = f"{name}{{{want}}}" if want else name
+    m = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0

@@ -20,23 +20,12 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import _free_port, _proxy_binary
+from conftest import _free_port, _proxy_binary, metric
 from difftools import make_cluster
-
-
-def metric(admin, name, **labels):
-    """The value of one sample of autoprep's /metrics (0 when absent)."""
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    series = f"{name}{{{want}}}" if want else name
-    m = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 def start(listen, upstream, sock, admin, log_path):

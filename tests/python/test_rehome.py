@@ -23,16 +23,14 @@ test started running.
 """
 
 import os
-import re
 import threading
 import time
-import urllib.request
 
 import pytest
 from cassandra.cluster import NoHostAvailable
 
 from cluster import module_cluster
-from conftest import _free_port, run_proxy
+from conftest import _free_port, metric, run_proxy
 from difftools import make_cluster
 
 # The answer autoprep gives to a request in flight on a connection that ended.
@@ -54,16 +52,6 @@ def keyspace(cluster, run_id):
     cluster.wait_schema_agreement()
     yield ks
     cluster.session(cluster.addresses[2]).execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=120)
-
-
-def metric(admin, name, **labels):
-    """The value of one sample of autoprep's /metrics (0 when absent)."""
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    series = f"{name}{{{want}}}" if want else name
-    m = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 def may_have_run(error):

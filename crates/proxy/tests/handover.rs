@@ -47,6 +47,20 @@ fn metrics(p: &Proxy) -> String {
     raw
 }
 
+/// Waits for the draining process `old` to exit, and checks it exited 0.
+fn exited_ok(old: &mut Proxy) {
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = old.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the old process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    old.read_log_to_the_end();
+    assert!(status.success(), "{}", old.log_text());
+}
+
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !cond() {
@@ -149,16 +163,7 @@ fn keeps_its_connection(
         }
     }
     // The old process exits once it has handed the connection over.
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = old.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the old process did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    old.read_log_to_the_end();
-    assert!(status.success(), "{}", old.log_text());
+    exited_ok(&mut old);
     assert!(
         old.log_text().contains("handed_over=1"),
         "{}",
@@ -273,16 +278,7 @@ fn with_nobody_on_the_socket_the_drain_is_as_before() {
         .ok()
         .unwrap();
     // ...then closed, and counted.
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = old.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the old process did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    old.read_log_to_the_end();
-    assert!(status.success(), "{}", old.log_text());
+    exited_ok(&mut old);
     let log = old.log_text();
     assert!(
         log.contains("no new process on the hand-over socket"),
@@ -348,16 +344,7 @@ fn a_tls_client_connection_is_drained_not_handed_over() {
         .unwrap()
         .ok()
         .unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = old.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the old process did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    old.read_log_to_the_end();
-    assert!(status.success(), "{}", old.log_text());
+    exited_ok(&mut old);
     assert!(
         old.log_text().contains("handed_over=0 closed=1"),
         "{}",
