@@ -54,11 +54,17 @@ def established(pid, inodes):
 
 
 def read_proc(pid):
-    """(RSS in KiB, open descriptors, established TCP connections among them) of a process,
-    or None when it is gone."""
+    """(RSS in KiB, open descriptors, established TCP connections among them, {"rss_anon_kib",
+    "rss_file_kib"}) of a process, or None when it is gone. RSS is the sum of anonymous
+    memory (the heap, stacks: where a leak shows) and file pages (the binary's code and data,
+    mapped in as code runs for the first time: bounded by the binary, not a leak); both are
+    recorded so that a step can be told apart."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            fields = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
+                      if k in ("VmRSS", "RssAnon", "RssFile")}
+        rss = fields["VmRSS"]
+        split = {"rss_anon_kib": fields.get("RssAnon"), "rss_file_kib": fields.get("RssFile")}
         inodes = set()
         names = os.listdir(f"/proc/{pid}/fd")
         for name in names:
@@ -68,8 +74,8 @@ def read_proc(pid):
                 continue
             if link.startswith("socket:["):
                 inodes.add(link[8:-1])
-        return rss, len(names), established(pid, inodes)
-    except (OSError, StopIteration, ValueError):
+        return rss, len(names), established(pid, inodes), split
+    except (OSError, KeyError, ValueError):
         return None
 
 
@@ -92,7 +98,7 @@ class Sampler(threading.Thread):
                 if got is not None:
                     self.samples.append({"t": round(time.time(), 3), "pid": pid,
                                          "rss_kib": got[0], "fds": got[1], "conns": got[2],
-                                         "steady": bool(self.steady())})
+                                         **got[3], "steady": bool(self.steady())})
             self.halt.wait(self.period)
 
     def stop(self):
@@ -131,7 +137,10 @@ def drift(samples, run_start, run_end, process_starts, window, settle, steady_on
         if first <= s["t"] <= run_end:
             by_pid.setdefault(s["pid"], []).append(s)
     out = {}
-    for metric in ("rss_kib", "fds"):
+    for metric in ("rss_kib", "fds", "rss_anon_kib", "rss_file_kib"):
+        if metric not in ("rss_kib", "fds") and not all(s.get(metric) is not None
+                                                          for s in samples):
+            continue
         segs = []
         for pid, ss in sorted(by_pid.items(), key=lambda kv: kv[1][0]["t"]):
             seg_start = max(first, process_starts.get(pid, run_start) + settle)

@@ -408,6 +408,9 @@ def compare(args):
           f"(windows per segment {[s['windows'] for s in dr['rss_kib']['segments']]}), "
           f"descriptors {fds:.1%}; all samples: RSS {allr['rss_kib']['drift']:.1%}, "
           f"descriptors {allr['fds']['drift']:.1%}")
+    if "rss_anon_kib" in dr:
+        print(f"  of RSS, steady: anonymous (heap, stacks) {dr['rss_anon_kib']['drift']:.1%}, "
+              f"file pages (the binary's code) {dr['rss_file_kib']['drift']:.1%}")
     if max(rss, fds) > args.max_drift:
         problems.append(f"drift above {args.max_drift:.0%}: RSS {rss:.1%}, descriptors {fds:.1%}")
     if p["autoprep_log"]["panicked"]:
