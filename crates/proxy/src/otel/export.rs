@@ -1,8 +1,8 @@
-//! The exporter: its own thread with a current-thread Tokio runtime, fed by a bounded queue
-//! (`std::sync::mpsc::sync_channel`, a preallocated ring: queuing a span allocates nothing on
-//! the data path). It collects up to [`BATCH`] spans or waits the batch delay
-//! (`OTEL_BSP_SCHEDULE_DELAY`, 5 s by default), looking at the queue every 100 ms rather than
-//! being woken for each span, encodes them as one OTLP request ([`super::otlp`]) and sends it
+//! The exporter: its own thread with a current-thread Tokio runtime, fed by the threads'
+//! buffers of [`super::handoff`]. Every 100 ms it takes what they hold (rather than being woken
+//! for each span); once [`BATCH`] spans wait, or the batch delay (`OTEL_BSP_SCHEDULE_DELAY`,
+//! 5 s by default) has passed, or a flush asks, it encodes them, [`BATCH`] at a time, as OTLP
+//! requests ([`super::otlp`]) and sends them
 //! over OTLP/gRPC (a tonic channel) or OTLP/HTTP with a protobuf body (a hyper client), with
 //! the resource the SDK's detectors read (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`;
 //! `service.name` defaults to `autoprep`).
@@ -10,6 +10,7 @@
 //! The transport is built and every export runs inside that runtime (tonic's channel and hyper's
 //! connections spawn their tasks on it), so the proxy's own runtime never runs export work.
 
+use super::handoff::Handoff;
 use super::otlp::Encoder;
 use super::record::{Counters, SpanRecord};
 use super::settings::{Protocol, Settings};
@@ -20,27 +21,25 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Spans the queue holds (the SDK's default `OTEL_BSP_MAX_QUEUE_SIZE`).
-pub const QUEUE: usize = 2048;
 /// Spans per export (the SDK's default `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`).
 pub const BATCH: usize = 512;
-/// How often an idle exporter looks at its queue: from idle, 2,048 spans within 100 ms
-/// (20,000 spans a second) before the queue drops any; once a poll finds a full batch, the
-/// exporter drains the queue batch after batch without sleeping.
+/// How often the exporter takes the threads' spans: each thread's buffer holds
+/// [`super::handoff::QUEUE`] (2,048) spans, 20,000 spans a second per thread before it drops
+/// any.
 const POLL: Duration = Duration::from_millis(100);
 /// The longest one export may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the exporter's queue carries.
-#[derive(Debug)]
-pub enum Message {
-    Span(Box<SpanRecord>),
-    /// Export what is queued, then answer.
-    Flush(SyncSender<()>),
-}
+/// A flush request: export what is recorded, then answer on it.
+pub type Flush = SyncSender<()>;
 
-/// Starts the exporter's thread; returns its queue.
-pub fn spawn(settings: &Settings, counters: Arc<Counters>) -> anyhow::Result<SyncSender<Message>> {
+/// Starts the exporter's thread, which takes the spans `handoff` receives; returns where flush
+/// requests go (dropping it stops the exporter, after a last export).
+pub fn spawn(
+    settings: &Settings,
+    handoff: Arc<Handoff>,
+    counters: Arc<Counters>,
+) -> anyhow::Result<SyncSender<Flush>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -48,11 +47,11 @@ pub fn spawn(settings: &Settings, counters: Arc<Counters>) -> anyhow::Result<Syn
         let _in = rt.enter();
         Transport::new(settings)?
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let (tx, rx) = std::sync::mpsc::sync_channel(16);
     let delay = settings.batch_delay;
     std::thread::Builder::new()
         .name("autoprep-otel".into())
-        .spawn(move || run(rt, transport, rx, &counters, delay))?;
+        .spawn(move || run(rt, transport, &handoff, rx, &counters, delay))?;
     Ok(tx)
 }
 
@@ -188,38 +187,35 @@ pub fn resource() -> Resource {
 fn run(
     rt: tokio::runtime::Runtime,
     mut transport: Transport,
-    rx: Receiver<Message>,
+    handoff: &Handoff,
+    flushes: Receiver<Flush>,
     counters: &Counters,
     delay: Duration,
 ) {
     let mut encoder = Encoder::new(&resource());
-    let mut batch: Vec<SpanRecord> = Vec::with_capacity(BATCH);
-    let mut waiters: Vec<SyncSender<()>> = Vec::new();
+    let mut pending: Vec<SpanRecord> = Vec::new();
+    let mut spare: Vec<SpanRecord> = Vec::new();
+    let mut waiters: Vec<Flush> = Vec::new();
     let mut due = Instant::now() + delay;
-    let mut drained = true;
     loop {
-        // Sleep, not wait on the queue: a blocked receiver would be woken (a futex call on the
-        // sending side, two context switches here) for every span; a sleeping one is not. After
-        // a full batch, no sleep: more may be queued (the exporter keeps up with the encoding's
-        // pace, not one batch per poll).
-        if drained {
-            std::thread::sleep(POLL.min(due.saturating_duration_since(Instant::now())));
-        }
+        // Sleep, not wait for spans: a waiting exporter would be woken (a system call on the
+        // data path, two context switches here) for every span; a sleeping one is not.
+        std::thread::sleep(POLL.min(due.saturating_duration_since(Instant::now())));
         let mut closed = false;
-        while !closed && batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(m) => take(m, &mut batch, &mut waiters),
+        loop {
+            match flushes.try_recv() {
+                Ok(w) => waiters.push(w),
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => closed = true,
+                Err(TryRecvError::Disconnected) => {
+                    closed = true;
+                    break;
+                }
             }
         }
-        let full = batch.len() >= BATCH;
-        drained = !full;
-        if full || !waiters.is_empty() || closed || Instant::now() >= due {
-            if !batch.is_empty() {
-                let body = encoder.request(&batch);
-                let n = batch.len() as u64;
-                batch.clear();
+        handoff.collect(&mut pending, &mut spare);
+        if pending.len() >= BATCH || !waiters.is_empty() || closed || Instant::now() >= due {
+            for batch in pending.chunks(BATCH) {
+                let body = encoder.request(batch);
                 let outcome = rt.block_on(transport.export(body));
                 let counter = match outcome {
                     Ok(()) => &counters.exported,
@@ -228,8 +224,9 @@ fn run(
                         &counters.failed
                     }
                 };
-                counter.fetch_add(n, Ordering::Relaxed);
+                counter.fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
+            pending.clear();
             for w in waiters.drain(..) {
                 let _ = w.send(());
             }
@@ -238,13 +235,5 @@ fn run(
         if closed {
             return;
         }
-    }
-}
-
-/// Adds a message to the batch or to the flush waiters.
-fn take(m: Message, batch: &mut Vec<SpanRecord>, waiters: &mut Vec<SyncSender<()>>) {
-    match m {
-        Message::Span(r) => batch.push(*r),
-        Message::Flush(w) => waiters.push(w),
     }
 }

@@ -17,8 +17,9 @@
 //! - at the answer, where the request's duration is known from the start stamp it already
 //!   carries, [`Tracing::answered`] decides: sampled when the answer is an error, when it took
 //!   at least the slow threshold, or by the head sampler (the client's sampled flag, or the
-//!   ratio on the trace id). Only then is a [`SpanRecord`] (a plain struct) filled and handed
-//!   to the exporter's bounded queue; an unsampled request never has a span object. An error
+//!   ratio on the trace id). Only then is a [`SpanRecord`] (a plain struct) filled and pushed
+//!   onto its thread's bounded buffer for the exporter ([`handoff`]); an unsampled request
+//!   never has a span object. An error
 //!   or slow answer to a request the head sampler passed over has a span from what the answer
 //!   knows (its statement's shape, the node, the control group, the error, the duration),
 //!   without the request's own facts (consistency, page size, the rewrite's and routing's
@@ -27,10 +28,11 @@
 //! # Off the data path
 //! The exporter ([`export`]) runs on its own thread with its own runtime: it batches records,
 //! encodes them as OTLP spans with the OpenTelemetry database conventions ([`span`],
-//! [`otlp`]) and exports them. A full queue drops the span (counted, `/metrics`
+//! [`otlp`]) and exports them. A full buffer drops the span (counted, `/metrics`
 //! `autoprep_trace_spans_total{outcome="dropped"}`); the data path never waits for it.
 
 pub mod export;
+pub mod handoff;
 pub mod otlp;
 pub mod record;
 pub mod settings;
@@ -44,7 +46,7 @@ use autoprep_protocol::envelope::{Envelope, Header, Opcode};
 use autoprep_protocol::message::ResponseBody;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -83,7 +85,7 @@ impl Answer<'_> {
     }
 }
 
-/// The process's trace export: off, or a sampler and the exporter's queue.
+/// The process's trace export: off, or a sampler and the exporter's hand-off.
 #[derive(Debug, Default)]
 pub struct Tracing {
     on: Option<On>,
@@ -99,11 +101,18 @@ struct On {
     /// The head sampler's gaps: `ln(1 - ratio)` (see [`ids::head`]), computed once.
     ln_pass: f64,
     slow_nanos: u64,
-    queue: SyncSender<export::Message>,
+    /// Where sampled records go (the exporter empties it).
+    handoff: Arc<handoff::Handoff>,
+    /// Flush requests to the exporter; its closing stops the exporter.
+    flushes: SyncSender<export::Flush>,
 }
 
 impl On {
-    fn new(settings: &Settings, queue: SyncSender<export::Message>) -> On {
+    fn new(
+        settings: &Settings,
+        handoff: Arc<handoff::Handoff>,
+        flushes: SyncSender<export::Flush>,
+    ) -> On {
         On {
             sampler: settings.sampler,
             head_below: ids::below(settings.sampler.ratio),
@@ -111,7 +120,8 @@ impl On {
             slow_nanos: settings.slow.map_or(u64::MAX, |d| {
                 u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
             }),
-            queue,
+            handoff,
+            flushes,
         }
     }
 }
@@ -133,17 +143,23 @@ impl Tracing {
     /// Starts the exporter for `settings` (its thread and runtime).
     pub fn start(settings: &Settings) -> anyhow::Result<Tracing> {
         let counters = Arc::new(Counters::default());
-        let queue = export::spawn(settings, counters.clone())?;
+        let handoff = Arc::new(handoff::Handoff::default());
+        let flushes = export::spawn(settings, handoff.clone(), counters.clone())?;
         Ok(Tracing {
-            on: Some(On::new(settings, queue)),
+            on: Some(On::new(settings, handoff, flushes)),
             counters,
         })
     }
 
-    /// A tracer that samples like `settings` and queues into `queue` (tests).
-    pub fn with_queue(settings: &Settings, queue: SyncSender<export::Message>) -> Tracing {
+    /// A tracer that samples like `settings` and hands its records to `handoff`, with no
+    /// exporter (tests).
+    pub fn with_handoff(settings: &Settings, handoff: Arc<handoff::Handoff>) -> Tracing {
         Tracing {
-            on: Some(On::new(settings, queue)),
+            on: Some(On::new(
+                settings,
+                handoff,
+                std::sync::mpsc::sync_channel(0).0,
+            )),
             counters: Arc::default(),
         }
     }
@@ -223,7 +239,7 @@ impl Tracing {
     /// The hook at a client request's answer: `facts` noted at the request (taken from the
     /// connection's [`Requests`]), `tag` its stream tag (start stamp, shape, group), `now` when
     /// the answer was read, `server` the node that answered. Decides, and for a sampled
-    /// request queues its record.
+    /// request hands over its record.
     #[inline]
     pub fn answered(
         &self,
@@ -291,22 +307,19 @@ impl Tracing {
         self.finish(record);
     }
 
-    /// Queues a sampled span for export; a full queue drops it (counted).
+    /// Hands a sampled span to the exporter; a full buffer drops it (counted).
     pub fn finish(&self, record: SpanRecord) {
         let Some(on) = &self.on else { return };
-        match on.queue.try_send(export::Message::Span(Box::new(record))) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        if !on.handoff.push(record) {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Exports what is queued and waits for it, at most `wait` (at shutdown).
+    /// Exports what is recorded and waits for it, at most `wait` (at shutdown).
     pub fn flush(&self, wait: Duration) {
         let Some(on) = &self.on else { return };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        if on.queue.send(export::Message::Flush(tx)).is_ok() {
+        if on.flushes.send(tx).is_ok() {
             let _ = rx.recv_timeout(wait);
         }
     }

@@ -12,12 +12,12 @@
 //! of its spans: two thirds of the export's CPU in the callgrind profile of issue 29, which put
 //! 1 % sampling above its 3 % bound. Here what a span takes from its shape is encoded once per
 //! shape and copied ([`Encoder`] keeps it, as it keeps each node's `server.*`), and a span is
-//! written into a buffer the encoder reuses. A test decodes the output with
+//! written once, in place, into a request buffer the encoder reuses. A test decodes the output with
 //! `opentelemetry-proto`'s own types.
 
 use super::record::{SpanRecord, StreamHasher};
 use super::span::{self, ShapeFacts, Val};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use opentelemetry_sdk::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use std::collections::HashMap;
@@ -51,7 +51,7 @@ struct ShapeBlock {
 }
 
 /// Encodes batches of records; keeps, across batches, the resource and scope (encoded once),
-/// each shape's block and each node's `server.*` attributes.
+/// each shape's block and each node's `server.*` attributes, and the request's buffer.
 #[derive(Debug)]
 pub struct Encoder {
     /// `ResourceSpans.resource` (field 1), whole.
@@ -60,11 +60,20 @@ pub struct Encoder {
     scope: Vec<u8>,
     shapes: Cache<(u128, u8), ShapeBlock>,
     servers: Cache<SocketAddr, Vec<u8>>,
-    /// The spans of the batch being encoded, each as field 2 of `ScopeSpans`.
-    spans: Vec<u8>,
-    /// One span's fields, before its length is known.
-    span: Vec<u8>,
+    /// The request being written. Its spans are written in place, each after a length field
+    /// of [`SPAN_LENGTH`] bytes filled in when it is done, behind room left for the prefixes,
+    /// the resource and the scope, written last (right-aligned in that room): no span is
+    /// copied once written. Kept between batches: its allocation is taken back once the
+    /// transport has dropped the previous request.
+    out: BytesMut,
+    /// The request's prefixes, resource and scope, before they go in front of its spans.
+    head: Vec<u8>,
 }
+
+/// Bytes left for a span's length before it is written: a varint of two bytes holds the
+/// lengths from 128 to 16,383, those of nearly every span (a span shorter or longer is moved
+/// once, by the difference: protobuf wants the shortest varint).
+const SPAN_LENGTH: usize = 2;
 
 impl Encoder {
     /// An encoder for spans of `resource`, from the instrumentation scope `autoprep`.
@@ -85,79 +94,117 @@ impl Encoder {
             scope: scope_field,
             shapes: Cache::default(),
             servers: Cache::default(),
-            spans: Vec::new(),
-            span: Vec::new(),
+            out: BytesMut::new(),
+            head: Vec::new(),
         }
     }
 
     /// The `ExportTraceServiceRequest` of `batch`.
     pub fn request(&mut self, batch: &[SpanRecord]) -> Bytes {
-        self.spans.clear();
+        // Two length-delimited prefixes (a key byte and at most 5 bytes of length each).
+        let room = 2 * 6 + self.resource.len() + self.scope.len();
+        let out = &mut self.out;
+        out.clear();
+        out.reserve(room + batch.len() * 256);
+        out.resize(room, 0);
         for r in batch {
-            self.encode_span(r);
-            bytes_field(2, &self.span, &mut self.spans);
+            // ScopeSpans.spans (field 2)
+            encode_key(2, WireType::LengthDelimited, out);
+            let at = out.len();
+            out.put_bytes(0, SPAN_LENGTH);
+            encode_span(&mut self.shapes, &mut self.servers, r, out);
+            fill_length(out, at);
         }
         // ScopeSpans { scope = 1, spans = 2 }
-        let scope_spans = self.scope.len() + self.spans.len();
+        let scope_spans = self.scope.len() + out.len() - room;
         // ResourceSpans { resource = 1, scope_spans = 2 }
         let resource_spans = self.resource.len() + field_len(scope_spans);
         // ExportTraceServiceRequest { resource_spans = 1 }
-        let mut out = BytesMut::with_capacity(field_len(resource_spans));
-        length_prefix(1, resource_spans, &mut out);
-        out.put_slice(&self.resource);
-        length_prefix(2, scope_spans, &mut out);
-        out.put_slice(&self.scope);
-        out.put_slice(&self.spans);
-        out.freeze()
+        let head = &mut self.head;
+        head.clear();
+        length_prefix(1, resource_spans, head);
+        head.extend_from_slice(&self.resource);
+        length_prefix(2, scope_spans, head);
+        head.extend_from_slice(&self.scope);
+        let start = room - head.len();
+        out[start..room].copy_from_slice(head);
+        let mut body = out.split();
+        body.advance(start);
+        body.freeze()
     }
+}
 
-    /// Writes `r`'s `Span` fields into `self.span`.
-    fn encode_span(&mut self, r: &SpanRecord) {
-        let block = shape_block(&mut self.shapes, r);
-        let b = &mut self.span;
-        b.clear();
-        bytes_field(1, &r.trace_id, b);
-        bytes_field(2, &r.span_id, b);
-        if let Some(p) = &r.parent {
-            bytes_field(4, &p.parent_id, b);
+/// Writes the length of the span written after `at`'s [`SPAN_LENGTH`] bytes into them,
+/// moving the span when its length takes another number of bytes.
+fn fill_length(out: &mut BytesMut, at: usize) {
+    let body = at + SPAN_LENGTH;
+    let len = out.len() - body;
+    let mut varint = [0u8; 10];
+    let n = {
+        let mut w = &mut varint[..];
+        encode_varint(len as u64, &mut w);
+        10 - w.len()
+    };
+    if n != SPAN_LENGTH {
+        let end = out.len();
+        if n > SPAN_LENGTH {
+            out.put_bytes(0, n - SPAN_LENGTH);
         }
-        b.extend_from_slice(&block.name);
-        encode_key(6, WireType::Varint, b);
-        encode_varint(SPAN_KIND_CLIENT, b);
-        fixed64_field(7, unix_nanos(r.start), b);
-        fixed64_field(8, unix_nanos(r.end), b);
-        b.extend_from_slice(&block.attributes);
-        span::request_attributes(r, block.namespace.as_deref(), &mut |k, v| {
-            attribute(k, v, b)
-        });
-        if let Some(server) = r.server {
-            let len = self.servers.len();
-            let attrs = self.servers.entry(server).or_insert_with(|| {
-                let mut a = Vec::new();
-                span::server_attributes(server, &mut |k, v| attribute(k, v, &mut a));
-                a
-            });
-            b.extend_from_slice(attrs);
-            if len >= CACHE {
-                self.servers.clear();
-            }
-        }
-        if r.error.is_some() {
-            // Status { code = 3 }
-            let mut status = [0u8; 2];
-            let mut s = &mut status[..];
-            encode_key(3, WireType::Varint, &mut s);
-            encode_varint(STATUS_CODE_ERROR, &mut s);
-            bytes_field(15, &status, b);
-        }
-        let remote = if r.parent.is_some() {
-            FLAG_IS_REMOTE
-        } else {
-            0
-        };
-        encode_key(16, WireType::ThirtyTwoBit, b);
-        b.put_u32_le(FLAG_SAMPLED | FLAG_HAS_IS_REMOTE | remote);
+        out.copy_within(body..end, at + n);
+        out.truncate(at + n + len);
     }
+    out[at..at + n].copy_from_slice(&varint[..n]);
+}
+
+/// Writes `r`'s `Span` fields onto `b`.
+fn encode_span(
+    shapes: &mut Cache<(u128, u8), ShapeBlock>,
+    servers: &mut Cache<SocketAddr, Vec<u8>>,
+    r: &SpanRecord,
+    b: &mut BytesMut,
+) {
+    let block = shape_block(shapes, r);
+    bytes_field(1, &r.trace_id, b);
+    bytes_field(2, &r.span_id, b);
+    if let Some(p) = &r.parent {
+        bytes_field(4, &p.parent_id, b);
+    }
+    b.put_slice(&block.name);
+    encode_key(6, WireType::Varint, b);
+    encode_varint(SPAN_KIND_CLIENT, b);
+    fixed64_field(7, unix_nanos(r.start), b);
+    fixed64_field(8, unix_nanos(r.end), b);
+    b.put_slice(&block.attributes);
+    span::request_attributes(r, block.namespace.as_deref(), &mut |k, v| {
+        attribute(k, v, b)
+    });
+    if let Some(server) = r.server {
+        let len = servers.len();
+        let attrs = servers.entry(server).or_insert_with(|| {
+            let mut a = Vec::new();
+            span::server_attributes(server, &mut |k, v| attribute(k, v, &mut a));
+            a
+        });
+        b.put_slice(attrs);
+        if len >= CACHE {
+            servers.clear();
+        }
+    }
+    if r.error.is_some() {
+        // Status { code = 3 }
+        let mut status = [0u8; 2];
+        let mut s = &mut status[..];
+        encode_key(3, WireType::Varint, &mut s);
+        encode_varint(STATUS_CODE_ERROR, &mut s);
+        bytes_field(15, &status, b);
+    }
+    let remote = if r.parent.is_some() {
+        FLAG_IS_REMOTE
+    } else {
+        0
+    };
+    encode_key(16, WireType::ThirtyTwoBit, b);
+    b.put_u32_le(FLAG_SAMPLED | FLAG_HAS_IS_REMOTE | remote);
 }
 
 /// The block of `r`'s shape (or, without one, of its opcode), made at its first span.
@@ -220,7 +267,7 @@ fn fixed64_field(tag: u32, v: u64, b: &mut impl BufMut) {
 
 /// A `KeyValue` as field 9 of `Span` (or 1 of `Resource`: both tags are below 16, and the
 /// resource's attributes go through [`any_attribute`]).
-fn attribute(key: &str, value: Val<'_>, b: &mut Vec<u8>) {
+fn attribute(key: &str, value: Val<'_>, b: &mut impl BufMut) {
     // AnyValue { string_value = 1 | int_value = 3 }
     let mut any = [0u8; 11];
     let any_len = match value {
@@ -240,7 +287,7 @@ fn attribute(key: &str, value: Val<'_>, b: &mut Vec<u8>) {
     length_prefix(2, any_len, b);
     match value {
         Val::Str(s) => string_field(1, s, b),
-        Val::Int(_) => b.extend_from_slice(&any[..any_len]),
+        Val::Int(_) => b.put_slice(&any[..any_len]),
     }
 }
 
@@ -285,5 +332,26 @@ fn any_value(v: &opentelemetry::Value, b: &mut Vec<u8>) {
         Value::Array(Array::String(xs)) => array(xs, |x, b| string_field(1, x.as_str(), b), b),
         // Types the SDK may add later: as their text.
         other => string_field(1, &other.to_string(), b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_length_takes_the_shortest_varint() {
+        for len in [0, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+            let mut out = BytesMut::from(&b"prefix"[..]);
+            let at = out.len();
+            out.put_bytes(0, SPAN_LENGTH);
+            let body: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            out.put_slice(&body);
+            fill_length(&mut out, at);
+            let mut expected = b"prefix".to_vec();
+            encode_varint(len as u64, &mut expected);
+            expected.extend_from_slice(&body);
+            assert_eq!(&out[..], &expected[..], "length {len}");
+        }
     }
 }

@@ -328,6 +328,26 @@ pub struct SpanRecord {
     pub sampled_by: &'static str,
 }
 
+#[cfg(test)]
+impl SpanRecord {
+    /// A record of nothing in particular (tests).
+    pub fn test_default() -> SpanRecord {
+        SpanRecord {
+            trace_id: [1; 16],
+            span_id: [1; 8],
+            parent: None,
+            start: SystemTime::UNIX_EPOCH,
+            end: SystemTime::UNIX_EPOCH,
+            facts: Facts::default(),
+            shape: None,
+            group: Group::Rewritten,
+            error: None,
+            server: None,
+            sampled_by: "head",
+        }
+    }
+}
+
 /// Span counts for `/metrics`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpanCounts {

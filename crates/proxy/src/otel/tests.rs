@@ -26,12 +26,19 @@ fn settings(ratio: f64, parent_based: bool) -> Settings {
     }
 }
 
-fn tracing(
-    ratio: f64,
-    parent_based: bool,
-) -> (Tracing, std::sync::mpsc::Receiver<export::Message>) {
-    let (tx, rx) = std::sync::mpsc::sync_channel(4);
-    (Tracing::with_queue(&settings(ratio, parent_based), tx), rx)
+fn tracing(ratio: f64, parent_based: bool) -> (Tracing, Arc<handoff::Handoff>) {
+    let h = Arc::new(handoff::Handoff::default());
+    (
+        Tracing::with_handoff(&settings(ratio, parent_based), h.clone()),
+        h,
+    )
+}
+
+/// The records handed over so far.
+fn handed(h: &handoff::Handoff) -> Vec<SpanRecord> {
+    let (mut got, mut spare) = (Vec::new(), Vec::new());
+    h.collect(&mut got, &mut spare);
+    got
 }
 
 #[test]
@@ -216,15 +223,38 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
         Answer::Header(env.header()),
         Some(server),
     );
-    let Ok(export::Message::Span(r)) = rx.try_recv() else {
-        panic!("no span queued");
+    let Some(r) = handed(&rx).pop() else {
+        panic!("no span handed over");
     };
     assert_eq!(r.parent, TraceParent::parse(TP.as_bytes()));
     assert_eq!(r.trace_id, r.parent.unwrap().trace_id);
     let mut encoder = otlp::Encoder::new(&export::resource());
     // Twice: the second span is made from the blocks the first one left in the encoder.
-    let spans = decoded(&mut encoder, &[(*r).clone(), (*r).clone()]);
+    let spans = decoded(&mut encoder, &[r.clone(), r.clone()]);
     assert_eq!(spans[0], spans[1]);
+    // The encoder's buffer, taken back for the next request, leaves a request still held
+    // alone; a span longer than a length of two bytes holds is written as well.
+    let held = encoder.request(std::slice::from_ref(&r));
+    let long = shapes.enter(
+        autoprep_cache::ShapeHash(2),
+        Some("ks"),
+        &format!(
+            "SELECT v FROM app.users WHERE k IN ({})",
+            vec!["?"; 9000].join(", ")
+        ),
+    );
+    let long = SpanRecord {
+        shape: Some(long),
+        ..r.clone()
+    };
+    let again = decoded(&mut encoder, &[long, r.clone()]);
+    assert!(again[0]
+        .attributes
+        .iter()
+        .any(|kv| kv.key == "db.query.text"));
+    assert_eq!(again[1], spans[0]);
+    let held = ExportTraceServiceRequest::decode(held).expect("intact");
+    assert_eq!(held.resource_spans[0].scope_spans[0].spans[0], spans[0]);
     let data = &spans[0];
     assert_eq!(data.kind, 3, "CLIENT");
     assert_eq!(data.name, "SELECT users");
@@ -318,14 +348,14 @@ fn verbs_and_tables_of_shapes() {
 }
 
 #[test]
-fn a_full_queue_drops_and_counts() {
-    let (t, _rx) = tracing(1.0, true);
+fn a_full_buffer_drops_and_counts() {
+    let (t, h) = tracing(1.0, true);
     let tag = Tag {
         started: Some(Stamp::now()),
         ..Tag::default()
     };
     let env = query("x", None);
-    for _ in 0..6 {
+    for _ in 0..handoff::QUEUE + 2 {
         let facts = Facts {
             drawn: t.draw(),
             ..Facts::default()
@@ -340,7 +370,8 @@ fn a_full_queue_drops_and_counts() {
     }
     // A request the head sampler passed over has no facts: answered, it has no span.
     t.answered(None, &tag, Stamp::now(), Answer::Header(env.header()), None);
-    assert_eq!(t.counts().dropped, 2, "a queue of 4");
+    assert_eq!(t.counts().dropped, 2, "a buffer of {}", handoff::QUEUE);
+    assert_eq!(h.waiting(), handoff::QUEUE);
 }
 
 #[test]
