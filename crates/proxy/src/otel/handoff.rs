@@ -87,17 +87,17 @@ impl Handoff {
     /// `spare` is an empty vector exchanged with each non-empty buffer, so that a thread keeps
     /// a buffer with capacity and the exporter allocates nothing once warmed up.
     pub fn collect(&self, into: &mut Vec<SpanRecord>, spare: &mut Vec<SpanRecord>) {
-        let slots = lock(&self.slots);
-        for slot in slots.iter() {
+        lock(&self.slots).retain(|slot| {
             {
                 let mut records = lock(&slot.records);
-                if records.is_empty() {
-                    continue;
+                if !records.is_empty() {
+                    std::mem::swap(&mut *records, spare);
                 }
-                std::mem::swap(&mut *records, spare);
             }
             into.append(spare);
-        }
+            // Kept while its thread lives (its thread-local holds the other reference).
+            Arc::strong_count(slot) > 1
+        });
     }
 
     /// How many records wait in the threads' buffers (tests).
@@ -153,9 +153,10 @@ mod tests {
         assert_eq!(got.len(), QUEUE + 1);
         assert_eq!(got.iter().filter(|r| r.span_id == [1; 8]).count(), 1);
         assert_eq!(h.waiting(), 0);
-        // The thread's buffer is back with capacity: a push then allocates nothing.
+        // The slot of the thread that ended is gone; this thread's stays.
         assert!(h.push(record(4)));
-        assert!(lock(&lock(&h.slots)[0].records).capacity() > 0);
+        assert_eq!(lock(&h.slots).len(), 1);
+        assert_eq!(h.waiting(), 1);
     }
 
     #[test]
