@@ -941,7 +941,7 @@ impl Metrics {
         e.head(
             "autoprep_trace_spans_total",
             "counter",
-            "Request spans sampled for OpenTelemetry export: exported, dropped (the exporter's queue was full) or failed (the collector refused or could not be reached).",
+            "Request spans sampled for OpenTelemetry export: exported, dropped (a thread's buffer for the exporter was full) or failed (the collector refused or could not be reached).",
         );
         for (outcome, n) in [
             ("exported", spans.exported),
