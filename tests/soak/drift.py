@@ -36,21 +36,38 @@ import time
 MIN_SAMPLES_PER_WINDOW = 3
 
 
-def established(pid, inodes):
-    """How many of these socket inodes are established TCP connections (/proc/PID/net/tcp,
-    the process's network namespace; state 01 is ESTABLISHED)."""
-    n = 0
+TCP_STATES = {"01": "established", "02": "syn_sent", "03": "syn_recv", "04": "fin_wait1",
+              "05": "fin_wait2", "06": "time_wait", "07": "close", "08": "close_wait",
+              "09": "last_ack", "0A": "listen", "0B": "closing"}
+
+
+def tcp_states(pid, inodes):
+    """{state name: how many of these socket inodes are TCP sockets in it} (/proc/PID/net/tcp,
+    the process's network namespace)."""
+    states = {}
     for table in ("tcp", "tcp6"):
         try:
             with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
                 next(f, None)
                 for line in f:
                     cols = line.split()
-                    if len(cols) > 9 and cols[3] == "01" and cols[9] in inodes:
-                        n += 1
+                    if len(cols) > 9 and cols[9] in inodes:
+                        name = "tcp_" + TCP_STATES.get(cols[3], cols[3])
+                        states[name] = states.get(name, 0) + 1
         except OSError:
             pass
-    return n
+    return states
+
+
+def fd_kind(link):
+    """What a descriptor is, from its /proc/PID/fd link: a TCP state is filled in later."""
+    if link.startswith("socket:["):
+        return "socket"
+    if link.startswith("anon_inode:"):
+        return link[len("anon_inode:"):].strip("[]")
+    if link.startswith("pipe:"):
+        return "pipe"
+    return "file"
 
 
 def read_proc(pid):
@@ -58,7 +75,9 @@ def read_proc(pid):
     "rss_file_kib"}) of a process, or None when it is gone. RSS is the sum of anonymous
     memory (the heap, stacks: where a leak shows) and file pages (the binary's code and data,
     mapped in as code runs for the first time: bounded by the binary, not a leak); both are
-    recorded so that a step can be told apart."""
+    recorded so that a step can be told apart; and the descriptors by kind (TCP sockets by
+    state, other sockets, epoll and event descriptors, pipes, files), so that a change in their
+    number says what it was."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             fields = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
@@ -66,15 +85,24 @@ def read_proc(pid):
         rss = fields["VmRSS"]
         split = {"rss_anon_kib": fields.get("RssAnon"), "rss_file_kib": fields.get("RssFile")}
         inodes = set()
+        kinds = {}
         names = os.listdir(f"/proc/{pid}/fd")
         for name in names:
             try:
                 link = os.readlink(f"/proc/{pid}/fd/{name}")
             except OSError:
                 continue
-            if link.startswith("socket:["):
+            kind = fd_kind(link)
+            if kind == "socket":
                 inodes.add(link[8:-1])
-        return rss, len(names), established(pid, inodes), split
+            else:
+                kinds[kind] = kinds.get(kind, 0) + 1
+        states = tcp_states(pid, inodes)
+        kinds.update(states)
+        other = len(inodes) - sum(states.values())
+        if other:
+            kinds["socket_other"] = other
+        return rss, len(names), states.get("tcp_established", 0), {**split, "fd_kinds": kinds}
     except (OSError, KeyError, ValueError):
         return None
 
@@ -118,14 +146,19 @@ def _segment_drift(samples, seg_start, metric, window, steady_only):
         kept = [s for s in kept if s["conns"] == conns]
     windows = {}
     for s in kept:
-        windows.setdefault(int((s["t"] - seg_start) // window), []).append(s[metric])
-    medians = [statistics.median(v) for _, v in sorted(windows.items())
-               if len(v) >= MIN_SAMPLES_PER_WINDOW]
+        windows.setdefault(int((s["t"] - seg_start) // window), []).append(s)
+    full = [v for _, v in sorted(windows.items()) if len(v) >= MIN_SAMPLES_PER_WINDOW]
+    medians = [statistics.median(x[metric] for x in v) for v in full]
     if len(medians) < 2:
         return {"windows": len(medians), "medians": medians, "drift": 0.0, "conns": conns}
     mean = statistics.fmean(medians)
-    return {"windows": len(medians), "medians": medians, "conns": conns,
-            "drift": (max(medians) - min(medians)) / mean if mean else 0.0}
+    out = {"windows": len(medians), "medians": medians, "conns": conns,
+           "drift": (max(medians) - min(medians)) / mean if mean else 0.0}
+    if metric == "fds" and "fd_kinds" in kept[0]:
+        # What the descriptors were at the lowest and the highest window (its last sample).
+        out["kinds_low"] = full[medians.index(min(medians))][-1]["fd_kinds"]
+        out["kinds_high"] = full[medians.index(max(medians))][-1]["fd_kinds"]
+    return out
 
 
 def drift(samples, run_start, run_end, process_starts, window, settle, steady_only=True):

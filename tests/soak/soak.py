@@ -408,6 +408,10 @@ def compare(args):
           f"(windows per segment {[s['windows'] for s in dr['rss_kib']['segments']]}), "
           f"descriptors {fds:.1%}; all samples: RSS {allr['rss_kib']['drift']:.1%}, "
           f"descriptors {allr['fds']['drift']:.1%}")
+    for seg in dr["fds"]["segments"]:
+        if seg.get("kinds_low") != seg.get("kinds_high") and "kinds_low" in seg:
+            print(f"  descriptors of process {seg['pid']}: lowest window {seg['kinds_low']}, "
+                  f"highest {seg['kinds_high']}")
     if "rss_anon_kib" in dr:
         print(f"  of RSS, steady: anonymous (heap, stacks) {dr['rss_anon_kib']['drift']:.1%}, "
               f"file pages (the binary's code) {dr['rss_file_kib']['drift']:.1%}")
