@@ -8,8 +8,9 @@
 //! the other core one span at a time. Here a span is pushed by value onto a vector only its
 //! thread writes between polls (its lock is uncontended but for the moment of a poll), and the
 //! exporter takes the whole vector at once, giving back an empty one with its capacity: no
-//! allocation per span, and one exchange of cache lines per thread per poll. `hop-cpu.sh`
-//! measured the difference (the book's Tracing page).
+//! allocation per span, and one exchange of cache lines per thread per poll. Callgrind counts
+//! 1,305 instructions per EXECUTE at 100 % sampling against 1,421 before; at 1 % the CPU
+//! `hop-cpu.sh` measures did not move beyond its noise (the book's Tracing page).
 //!
 //! Bounds: a thread's buffer holds at most [`QUEUE`] records between two polls (the SDK's
 //! default queue size); a record pushed onto a full one is dropped and counted by the caller.
