@@ -1,0 +1,77 @@
+"""Whether autoprep keeps memory per connection it has closed: opens connections through it
+in rounds (each a STARTUP and a rewritten literal SELECT of system.local, optionally a frame cut
+off in the middle, as the soak's disconnecting client sends), closes them all, waits 3 s for
+jemalloc to return what was freed, and prints the process's anonymous memory after each round.
+A leak per connection grows it round after round; memory an allocator keeps levels off.
+
+    python3 tests/soak/conn_cycles.py HOST PORT PID ROUNDS PER_ROUND [truncate]
+
+PID is autoprep's (its /proc/PID/status is read). Raw protocol v4 frames, no driver.
+"""
+import socket
+import struct
+import sys
+import time
+
+
+def frame(stream, opcode, body):
+    return struct.pack(">BBhBi", 4, 0, stream, opcode, len(body)) + body
+
+
+def string_map(d):
+    out = struct.pack(">H", len(d))
+    for k, v in d.items():
+        out += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
+    return out
+
+
+def query(text):
+    b = text.encode()
+    return struct.pack(">i", len(b)) + b + struct.pack(">HB", 1, 0)
+
+
+def read_exact(s, n):
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise EOFError("closed by autoprep")
+        out += chunk
+    return out
+
+
+def read_frame(s):
+    header = read_exact(s, 9)
+    return header[4], read_exact(s, struct.unpack(">i", header[5:9])[0])
+
+
+def anon_kib(pid):
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+
+def main():
+    host, port, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    rounds, per = int(sys.argv[4]), int(sys.argv[5])
+    truncate = len(sys.argv) > 6 and sys.argv[6] == "truncate"
+    print(f"start: anonymous {anon_kib(pid)} KiB", flush=True)
+    for r in range(rounds):
+        socks = []
+        for _ in range(per):
+            s = socket.create_connection((host, port))
+            s.sendall(frame(0, 0x01, string_map({"CQL_VERSION": "3.0.0"})))
+            assert read_frame(s)[0] == 0x02, "READY"
+            s.sendall(frame(1, 0x07, query("SELECT key FROM system.local WHERE key = 'local'")))
+            assert read_frame(s)[0] == 0x08, "RESULT"
+            if truncate:
+                cut = frame(2, 0x07, query("SELECT key FROM system.local WHERE key = 'x'"))
+                s.sendall(cut[:20])
+            socks.append(s)
+        for s in socks:
+            s.close()
+        time.sleep(3)
+        print(f"round {r + 1}: anonymous {anon_kib(pid)} KiB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
