@@ -55,6 +55,11 @@ struct State {
     writer_busy: bool,
     closed: bool,
     failed: bool,
+    /// Plain TCP: the socket, for writes from the flushing reader. Under the lock the flush
+    /// takes anyway, so that the writer task can let go of it when it ends: a socket whose
+    /// outbox outlives its writing (the old home of a client connection moved to a new one,
+    /// until the client reader's next read) does not hold its descriptor meanwhile.
+    direct: Option<Arc<OwnedWriteHalf>>,
 }
 
 impl State {
@@ -74,8 +79,6 @@ impl State {
 #[derive(Debug)]
 struct Inner {
     state: Mutex<State>,
-    /// Plain TCP: the socket, for writes from the flushing reader.
-    direct: Option<Arc<OwnedWriteHalf>>,
     /// Wakes the writer task.
     work: Notify,
     /// Wakes a sender waiting for the backlog to shrink.
@@ -117,8 +120,10 @@ impl Outbox {
             Either::Right(tls) => (None, Either::Right(tls)),
         };
         let inner = Arc::new(Inner {
-            state: Mutex::new(State::default()),
-            direct,
+            state: Mutex::new(State {
+                direct,
+                ..State::default()
+            }),
             work: Notify::new(),
             space: Notify::new(),
             sent,
@@ -174,12 +179,13 @@ impl Outbox {
     /// Writes what was pushed: on plain TCP straight to the socket when it takes it and the
     /// writer task has no backlog; whatever is left goes to the writer task.
     pub fn flush(&self) {
-        let mut st = self.inner.lock();
+        let mut guard = self.inner.lock();
+        let st = &mut *guard;
         st.seal();
         if st.pending.is_empty() || st.writer_busy || st.failed {
             return;
         }
-        if let Some(tcp) = &self.inner.direct {
+        if let Some(tcp) = &st.direct {
             match tcp.try_write(&st.pending) {
                 Ok(n) => {
                     self.inner.count(n);
@@ -195,7 +201,7 @@ impl Outbox {
                 Err(_) => {
                     st.failed = true;
                     st.pending = BytesMut::new();
-                    drop(st);
+                    drop(guard);
                     self.inner.space.notify_one();
                     self.inner.work.notify_one();
                     return;
@@ -203,7 +209,7 @@ impl Outbox {
             }
         }
         st.writer_busy = true;
-        drop(st);
+        drop(guard);
         self.inner.work.notify_one();
     }
 
@@ -279,17 +285,20 @@ async fn write_backlog(
                 let mut st = inner.lock();
                 st.failed = true;
                 st.pending = BytesMut::new();
+                st.direct = None;
                 drop(st);
                 inner.space.notify_one();
                 return;
             }
         }
     }
+    // Nothing more is written: the outbox lets go of the socket too.
+    inner.lock().direct = None;
     if let Either::Right(tls) = &mut sock {
         let _ = tls.shutdown().await;
     }
-    // A plain socket's write side is shut down when its last handle (the outbox's and this
-    // task's) is dropped.
+    // A plain socket's write side is shut down, and its descriptor closed once the read side
+    // is gone too, when this task ends: it holds the last handle.
 }
 
 type WriteTls = tokio_rustls::TlsStream<tokio::net::TcpStream>;
