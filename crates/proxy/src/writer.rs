@@ -368,6 +368,35 @@ mod tests {
         out
     }
 
+    /// A closed outbox that outlives its writer task (the old home of a client connection moved
+    /// to a new one) holds no handle on the socket: its write side is shut down when the task
+    /// ends, and the descriptor closes with the read side.
+    #[tokio::test]
+    async fn a_closed_outbox_lets_go_of_its_socket() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        let (rd, wr) = crate::socket::into_split(crate::socket::plain(a.unwrap()));
+        let (outbox, task) = Outbox::new(wr, None);
+        let task = tokio::spawn(task);
+        outbox.send(Out::Envelope(envelope(1))).await.unwrap();
+        outbox.close();
+        task.await.unwrap();
+        drop(rd);
+        let (mut peer, _) = b.unwrap();
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            peer.read_to_end(&mut got),
+        );
+        assert!(
+            read.await.is_ok(),
+            "the peer saw the end while the outbox lives"
+        );
+        assert_eq!(got, envelope(1).to_vec());
+        assert!(outbox.written_all());
+    }
+
     #[tokio::test]
     async fn envelopes_pushed_between_two_writes_share_one_segment() {
         let (a, b, c) = (envelope(1), envelope(2), envelope(3));
