@@ -19,11 +19,10 @@
 //!   at least the slow threshold, or by the head sampler (the client's sampled flag, or the
 //!   ratio on the trace id). Only then is a [`SpanRecord`] (a plain struct) filled and pushed
 //!   onto its thread's bounded buffer for the exporter ([`handoff`]); an unsampled request
-//!   never has a span object. An error
-//!   or slow answer to a request the head sampler passed over has a span from what the answer
-//!   knows (its statement's shape, the node, the control group, the error, the duration),
-//!   without the request's own facts (consistency, page size, the rewrite's and routing's
-//!   outcomes).
+//!   never has a span object. An error or slow answer to a request the head sampler passed
+//!   over has a span from what the answer knows (its statement's shape, the node, the control
+//!   group, the error, the duration), without the request's own facts (consistency, page
+//!   size, the rewrite's and routing's outcomes).
 //!
 //! # Off the data path
 //! The exporter ([`export`]) runs on its own thread with its own runtime: it batches records,
