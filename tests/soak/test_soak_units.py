@@ -105,3 +105,22 @@ def test_drift_compares_like_with_like():
     assert d["segments"][0]["windows"] >= 10
     leak = [{**s, "rss_kib": s["rss_kib"] + s["t"] // 6} for s in samples]
     assert drift.drift(leak, 0, 600, {1: 0}, window=30, settle=0)["rss_kib"]["drift"] > 0.05
+
+
+def test_drift_says_which_descriptors_changed():
+    # Three closed sockets held from t=300 on, at the same 32 established connections.
+    samples = [{"t": t, "pid": 1, "conns": 32, "rss_kib": 1000, "rss_anon_kib": 300,
+                "rss_file_kib": 700, "fds": 52 + (3 if t >= 300 else 0), "steady": True,
+                "fd_kinds": {"tcp_established": 32, "socket_other": 3 if t >= 300 else 0}}
+               for t in range(0, 600, 2)]
+    d = drift.drift(samples, 0, 600, {1: 0}, window=30, settle=0)
+    seg = d["fds"]["segments"][0]
+    assert d["fds"]["drift"] > 0.05 and d["rss_anon_kib"]["drift"] == 0.0
+    assert seg["kinds_low"]["socket_other"] == 0 and seg["kinds_high"]["socket_other"] == 3
+
+
+def test_read_proc_splits_rss_and_descriptors():
+    got = drift.read_proc(os.getpid())
+    rss, fds, _, extra = got
+    assert rss >= extra["rss_anon_kib"] and extra["rss_file_kib"] is not None
+    assert fds >= sum(extra["fd_kinds"].values()) > 0
