@@ -23,4 +23,5 @@ if [[ -z "${AUTOPREP_BIN:-}" ]]; then
 fi
 [[ -x "$AUTOPREP_BIN" ]] || { echo "run.sh: $AUTOPREP_BIN is not executable" >&2; exit 1; }
 
-exec "$VENV/bin/python" -m pytest tests/python -q "$@"
+# The soak's own unit tests (its drift, ledger, error classes and fault schedule) run here too.
+exec "$VENV/bin/python" -m pytest tests/python tests/soak/test_soak_units.py -q "$@"
