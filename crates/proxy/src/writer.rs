@@ -56,9 +56,8 @@ struct State {
     closed: bool,
     failed: bool,
     /// Plain TCP: the socket, for writes from the flushing reader. Under the lock the flush
-    /// takes anyway, so that the writer task can let go of it when it ends: a socket whose
-    /// outbox outlives its writing (the old home of a client connection moved to a new one,
-    /// until the client reader's next read) does not hold its descriptor meanwhile.
+    /// takes anyway, so that it can be let go of ([`Outbox::release`]) while the outbox lives
+    /// on, and is when the socket fails.
     direct: Option<Arc<OwnedWriteHalf>>,
 }
 
@@ -242,6 +241,15 @@ impl Outbox {
         self.inner.lock().closed = true;
         self.inner.work.notify_one();
     }
+
+    /// After [`Outbox::close`], for an outbox that outlives its socket's use (the old home of
+    /// a client connection moved to a new one lives until the client reader's next read):
+    /// lets go of its handle on the socket, so that the socket's write side is shut down and
+    /// its descriptor closed (with the read side) once the writer task has written what is
+    /// left, not when the outbox goes.
+    pub fn release(&self) {
+        self.inner.lock().direct = None;
+    }
 }
 
 /// The writer task: writes the backlog whenever the outbox has one, until it is closed and
@@ -292,13 +300,12 @@ async fn write_backlog(
             }
         }
     }
-    // Nothing more is written: the outbox lets go of the socket too.
-    inner.lock().direct = None;
     if let Either::Right(tls) = &mut sock {
         let _ = tls.shutdown().await;
     }
-    // A plain socket's write side is shut down, and its descriptor closed once the read side
-    // is gone too, when this task ends: it holds the last handle.
+    // A plain socket's write side is shut down when its last handle (the outbox's, unless
+    // released, and this task's) is dropped. The outbox keeps its handle otherwise: a socket
+    // handed to the next process must not be shut down (see `session::hand_over`).
 }
 
 type WriteTls = tokio_rustls::TlsStream<tokio::net::TcpStream>;
@@ -368,9 +375,10 @@ mod tests {
         out
     }
 
-    /// A closed outbox that outlives its writer task (the old home of a client connection moved
-    /// to a new one) holds no handle on the socket: its write side is shut down when the task
-    /// ends, and the descriptor closes with the read side.
+    /// A closed and released outbox that outlives its writer task (the old home of a client
+    /// connection moved to a new one) holds no handle on the socket: its write side is shut
+    /// down when the task ends, and the descriptor closes with the read side. Not released
+    /// (a client socket handed to the next process), it keeps it.
     #[tokio::test]
     async fn a_closed_outbox_lets_go_of_its_socket() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -382,18 +390,22 @@ mod tests {
         outbox.send(Out::Envelope(envelope(1))).await.unwrap();
         outbox.close();
         task.await.unwrap();
-        drop(rd);
         let (mut peer, _) = b.unwrap();
-        let mut got = Vec::new();
-        let read = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            peer.read_to_end(&mut got),
-        );
-        assert!(
-            read.await.is_ok(),
-            "the peer saw the end while the outbox lives"
-        );
+        let mut got = vec![0u8; 9];
+        peer.read_exact(&mut got).await.unwrap();
         assert_eq!(got, envelope(1).to_vec());
+        let mut more = [0u8; 1];
+        let wait = std::time::Duration::from_millis(300);
+        let read = tokio::time::timeout(wait, peer.read(&mut more)).await;
+        assert!(read.is_err(), "kept: the socket is not shut down");
+        outbox.release();
+        drop(rd);
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), peer.read(&mut more));
+        assert_eq!(
+            read.await.ok().map(Result::unwrap),
+            Some(0),
+            "released: the end"
+        );
         assert!(outbox.written_all());
     }
 

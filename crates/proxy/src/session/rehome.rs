@@ -87,6 +87,8 @@ pub(super) async fn rehome(ctx: &Context, old: &Arc<Conn>) -> Option<NewHome> {
     old.wake_senders(waiters);
     old.prepares_answered.notify_waiters();
     old.upstream.close();
+    // The old `Conn` lives until the client reader's next read: its socket should not.
+    old.upstream.release();
     let version = state.handshake.version.unwrap_or(ProtocolVersion::V4);
     let mut again = Vec::new();
     let mut overloaded = 0u64;
