@@ -9,40 +9,12 @@ A leak per connection grows it round after round; memory an allocator keeps leve
 PID is autoprep's (its /proc/PID/status is read). Raw protocol v4 frames, no driver.
 """
 import socket
-import struct
 import sys
 import time
 
+from faults import frame, query, recv_frame, string_map
 
-def frame(stream, opcode, body):
-    return struct.pack(">BBhBi", 4, 0, stream, opcode, len(body)) + body
-
-
-def string_map(d):
-    out = struct.pack(">H", len(d))
-    for k, v in d.items():
-        out += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
-    return out
-
-
-def query(text):
-    b = text.encode()
-    return struct.pack(">i", len(b)) + b + struct.pack(">HB", 1, 0)
-
-
-def read_exact(s, n):
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise EOFError("closed by autoprep")
-        out += chunk
-    return out
-
-
-def read_frame(s):
-    header = read_exact(s, 9)
-    return header[4], read_exact(s, struct.unpack(">i", header[5:9])[0])
+ONE = 0x0001
 
 
 def anon_kib(pid):
@@ -60,11 +32,12 @@ def main():
         for _ in range(per):
             s = socket.create_connection((host, port))
             s.sendall(frame(0, 0x01, string_map({"CQL_VERSION": "3.0.0"})))
-            assert read_frame(s)[0] == 0x02, "READY"
-            s.sendall(frame(1, 0x07, query("SELECT key FROM system.local WHERE key = 'local'")))
-            assert read_frame(s)[0] == 0x08, "RESULT"
+            assert recv_frame(s)[0] == 0x02, "READY"
+            select = query("SELECT key FROM system.local WHERE key = 'local'", ONE)
+            s.sendall(frame(1, 0x07, select))
+            assert recv_frame(s)[0] == 0x08, "RESULT"
             if truncate:
-                cut = frame(2, 0x07, query("SELECT key FROM system.local WHERE key = 'x'"))
+                cut = frame(2, 0x07, query("SELECT key FROM system.local WHERE key = 'x'", ONE))
                 s.sendall(cut[:20])
             socks.append(s)
         for s in socks:

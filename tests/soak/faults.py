@@ -283,24 +283,25 @@ class ProxyProcess:
 
 
 # --- a client that disconnects mid-request --------------------------------------------------
+# Raw protocol v4 frames (also conn_cycles.py's).
 
-def _frame(stream, opcode, body):
+def frame(stream, opcode, body):
     return struct.pack(">BBhBi", 0x04, 0, stream, opcode, len(body)) + body
 
 
-def _string_map(m):
+def string_map(m):
     out = struct.pack(">H", len(m))
     for k, v in m.items():
         out += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
     return out
 
 
-def _query(cql, consistency=0x0004):
+def query(cql, consistency=0x0004):
     b = cql.encode()
     return struct.pack(">i", len(b)) + b + struct.pack(">HB", consistency, 0)
 
 
-def _recv_frame(sock):
+def recv_frame(sock):
     head = b""
     while len(head) < 9:
         chunk = sock.recv(9 - len(head))
@@ -338,18 +339,18 @@ class Disconnector(threading.Thread):
     def one(self, mode, host, port, n):
         with socket.create_connection((host, port), timeout=5) as s:
             s.settimeout(5)
-            s.sendall(_frame(0, 0x01, _string_map({"CQL_VERSION": "3.0.0"})))
-            opcode, _ = _recv_frame(s)
+            s.sendall(frame(0, 0x01, string_map({"CQL_VERSION": "3.0.0"})))
+            opcode, _ = recv_frame(s)
             if opcode != 0x02:
                 raise ConnectionError(f"STARTUP answered with opcode {opcode:#x}")
             if mode == "half-frame":
-                q = _frame(1, 0x07, _query(f"SELECT * FROM {self.keyspace}.kv LIMIT 10"))
+                q = frame(1, 0x07, query(f"SELECT * FROM {self.keyspace}.kv LIMIT 10"))
                 s.sendall(q[: 9 + (len(q) - 9) // 2])
             elif mode == "write-then-close":
-                s.sendall(_frame(1, 0x07, _query(
+                s.sendall(frame(1, 0x07, query(
                     f"INSERT INTO {self.keyspace}.kv (k, v, n) VALUES ('dc-{n}', 'gone', {n})")))
             else:
-                s.sendall(_frame(1, 0x07, _query(f"SELECT * FROM {self.keyspace}.ev")))
+                s.sendall(frame(1, 0x07, query(f"SELECT * FROM {self.keyspace}.ev")))
             # Closing here, with the request half sent or unanswered.
 
     def run(self):

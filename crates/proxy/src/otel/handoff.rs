@@ -101,7 +101,8 @@ impl Handoff {
         });
     }
 
-    /// How many records wait in the threads' buffers (tests).
+    /// How many records wait in the threads' buffers.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         lock(&self.slots)
             .iter()
