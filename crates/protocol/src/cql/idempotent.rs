@@ -117,7 +117,8 @@ fn scan(text: &[u8]) -> Option<bool> {
                 conditional = true;
                 clause = Clause::Other;
             }
-            TokenKind::Ident
+            // A quoted name is a name too: `v = "c" 2` adds to column `c` as `v = c 2` does.
+            TokenKind::Ident | TokenKind::QuotedIdent
                 if clause == Clause::Set && prev.kind == TokenKind::Eq && !t.is_keyword("NULL") =>
             {
                 named_after_eq = true;
@@ -191,6 +192,7 @@ mod tests {
             "BEGIN UNLOGGED BATCH USING TIMESTAMP 1 INSERT INTO t (k) VALUES (1) APPLY BATCH",
             "UPDATE t SET v = 'c = c + 1' WHERE k = 1",
             "UPDATE t SET \"if\" = 1 WHERE k = 1",
+            "UPDATE t SET v = \"f\"(1) WHERE k = 1",
         ] {
             assert!(idempotent(write), "{write}");
         }
@@ -231,6 +233,8 @@ mod tests {
             "UPDATE t SET l = [1] + l WHERE k = 1",
             "UPDATE t SET s = s - {1} WHERE k = 1",
             "UPDATE t SET v = 1, c = c WHERE k = 1",
+            "UPDATE t SET c = \"c\" 2 WHERE k = 1",
+            "UPDATE t SET c = \"c\" + 1 WHERE k = 1",
             "UPDATE t SET c = c",
             "BEGIN COUNTER BATCH UPDATE t SET c = c + 1 WHERE k = 1; APPLY BATCH",
             // a list element by index
