@@ -105,12 +105,7 @@ fn scan(text: &[u8]) -> Option<bool> {
                 return None
             }
             TokenKind::LBracket if clause == Clause::DeleteSelection => return None,
-            TokenKind::LParen
-                if prev.kind == TokenKind::Ident
-                    && NONDETERMINISTIC.iter().any(|f| prev.is_keyword(f)) =>
-            {
-                return None
-            }
+            TokenKind::LParen if is_nondeterministic(prev) => return None,
             TokenKind::Ident if t.is_keyword("COUNTER") => return None,
             // The condition's expressions follow: an `=` there compares, it assigns nothing.
             TokenKind::Ident if t.is_keyword("IF") => {
@@ -127,6 +122,25 @@ fn scan(text: &[u8]) -> Option<bool> {
             _ => {}
         }
         prev = t;
+    }
+}
+
+/// Whether `t` names a function of [`NONDETERMINISTIC`]: in any case unquoted, or quoted in
+/// the lower case Cassandra stores function names in (`"now"`; `"NOW"` names no function).
+fn is_nondeterministic(t: Token<'_>) -> bool {
+    match t.kind {
+        TokenKind::Ident => NONDETERMINISTIC.iter().any(|f| t.is_keyword(f)),
+        TokenKind::QuotedIdent => {
+            let name = &t.text[1..t.text.len() - 1];
+            NONDETERMINISTIC.iter().any(|f| {
+                name.len() == f.len()
+                    && name
+                        .bytes()
+                        .zip(f.bytes())
+                        .all(|(n, f)| n == f.to_ascii_lowercase())
+            })
+        }
+        _ => false,
     }
 }
 
@@ -193,6 +207,7 @@ mod tests {
             "UPDATE t SET v = 'c = c + 1' WHERE k = 1",
             "UPDATE t SET \"if\" = 1 WHERE k = 1",
             "UPDATE t SET v = \"f\"(1) WHERE k = 1",
+            "INSERT INTO t (k, v) VALUES (\"NOW\"(), 1)",
         ] {
             assert!(idempotent(write), "{write}");
         }
@@ -247,6 +262,8 @@ mod tests {
             "UPDATE t SET ts = currentTimestamp() WHERE k = 1",
             "INSERT INTO t (k, d) VALUES (1, current_date())",
             "INSERT INTO t (k, v) VALUES (system.now(), 1)",
+            "INSERT INTO t (k, v) VALUES (\"now\"(), 1)",
+            "INSERT INTO t (k, v) VALUES (system.\"current_date\"(), 1)",
             // not data statements, not readable
             "TRUNCATE t",
             "CREATE TABLE t (k int PRIMARY KEY)",
