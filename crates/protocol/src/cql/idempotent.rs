@@ -107,16 +107,18 @@ fn scan(text: &[u8]) -> Option<bool> {
             TokenKind::LBracket if clause == Clause::DeleteSelection => return None,
             TokenKind::LParen if is_nondeterministic(prev) => return None,
             TokenKind::Ident if t.is_keyword("COUNTER") => return None,
-            // The condition's expressions follow: an `=` there compares, it assigns nothing.
-            TokenKind::Ident if t.is_keyword("IF") => {
-                conditional = true;
-                clause = Clause::Other;
-            }
             // A quoted name is a name too: `v = "c" 2` adds to column `c` as `v = c 2` does.
+            // Read before `IF`: in `v = IF -1` it is where a name goes (the server rejects the
+            // reserved word; the statement and its shape `v = IF + ?` must agree).
             TokenKind::Ident | TokenKind::QuotedIdent
                 if clause == Clause::Set && prev.kind == TokenKind::Eq && !t.is_keyword("NULL") =>
             {
                 named_after_eq = true;
+            }
+            // The condition's expressions follow: an `=` there compares, it assigns nothing.
+            TokenKind::Ident if t.is_keyword("IF") => {
+                conditional = true;
+                clause = Clause::Other;
             }
             TokenKind::Ident => clause = clause_after(t, clause),
             _ => {}
@@ -250,6 +252,8 @@ mod tests {
             "UPDATE t SET v = 1, c = c WHERE k = 1",
             "UPDATE t SET c = \"c\" 2 WHERE k = 1",
             "UPDATE t SET c = \"c\" + 1 WHERE k = 1",
+            "UPDATE t SET c = IF -1",
+            "UPDATE t SET c = IF + ?",
             "UPDATE t SET c = c",
             "BEGIN COUNTER BATCH UPDATE t SET c = c + 1 WHERE k = 1; APPLY BATCH",
             // a list element by index
