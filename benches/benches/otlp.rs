@@ -6,7 +6,7 @@ use autoprep::control::Group;
 use autoprep::otel::otlp::Encoder;
 use autoprep::otel::{Facts, SpanRecord};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 fn batch(c: &mut Criterion) {
     let shapes = autoprep::shapes::Shapes::new(4);
@@ -21,8 +21,8 @@ fn batch(c: &mut Criterion) {
         parent: autoprep::trace_context::TraceParent::parse(
             b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ),
-        start: SystemTime::now(),
-        end: SystemTime::now(),
+        start: autoprep::stamp::Stamp::now(),
+        end: autoprep::stamp::Stamp::now(),
         facts: Facts {
             opcode: 0x07,
             consistency: Some(0x0006),

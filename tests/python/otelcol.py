@@ -34,8 +34,8 @@ class Collector:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def spans(self):
-        """Every span written so far: name, kind, ids (hex), status code, attributes as a dict,
-        and the resource's attributes."""
+        """Every span written so far: name, kind, ids (hex), start and end (nanoseconds since
+        the Unix epoch), status code, attributes as a dict, and the resource's attributes."""
         out = []
         for line in self.text().splitlines():
             if not line.strip():
@@ -51,6 +51,8 @@ class Collector:
                             "trace_id": s.get("traceId", "").lower(),
                             "span_id": s.get("spanId", "").lower(),
                             "parent_span_id": s.get("parentSpanId", "").lower(),
+                            "start": int(s.get("startTimeUnixNano", 0)),
+                            "end": int(s.get("endTimeUnixNano", 0)),
                             "status": s.get("status", {}).get("code", 0),
                             "attributes": attributes(s.get("attributes", [])),
                             "resource": resource,

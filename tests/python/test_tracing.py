@@ -19,6 +19,7 @@ import json
 import random
 import secrets
 import string
+import time
 import urllib.request
 
 import pytest
@@ -132,6 +133,7 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
     endpoint = collector.grpc_url if protocol == "grpc" else collector.http_url
     admin = f"127.0.0.1:{_free_port()}"
     runs = []
+    began = time.time_ns()
     with run_proxy(upstream, tmp_path, "--tracing-endpoint", endpoint,
                    "--tracing-protocol", protocol, "--tracing-sample-ratio", "1",
                    "--admission-threshold", "1", "--admin", admin,
@@ -154,6 +156,7 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
         spans = collector.wait_for(trace_ids)
         metrics = fetch(f"http://{admin}/metrics")
         shapes = fetch(f"http://{admin}/shapes")
+    ended = time.time_ns()
     by_trace = {}
     for sp in spans:
         by_trace.setdefault(sp["trace_id"], []).append(sp)
@@ -164,6 +167,10 @@ def test_spans_parented_attributed_and_without_values(upstream, collector, tmp_p
             check_span(found[0], t, p, op, check, run.ks, upstream, pv)
     ours = [sp for t in trace_ids for sp in by_trace.get(t, [])]
     assert ours[0]["resource"].get("service.name") == "autoprep"
+    # Times taken on the monotonic clock and placed on the wall clock by the exporter: each
+    # span within the test's run, as the test's own clock reads it.
+    for sp in ours:
+        assert began <= sp["start"] <= sp["end"] <= ended, (began, sp["start"], sp["end"], ended)
 
     # Every log line is one JSON object; a traced request's line carries its ids.
     log_lines = [json.loads(line) for line in proxy.log_text().splitlines() if line.strip()]

@@ -47,7 +47,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 pub use record::{Counters, Facts, Requests, SpanCounts, SpanRecord};
 pub use settings::Settings;
@@ -97,7 +97,7 @@ struct On {
     /// The ratio test's bound on a trace id's low half shifted to 63 bits (see
     /// [`ids::low_keeps`]), computed once.
     head_below: u64,
-    /// The head sampler's gaps: `ln(1 - ratio)` (see [`ids::head`]), computed once.
+    /// The head sampler's gaps: `ln(1 - ratio)` (see [`Draws`]), computed once.
     ln_pass: f64,
     slow_nanos: u64,
     /// Where sampled records go (the exporter empties it).
@@ -131,6 +131,52 @@ pub enum Decision {
     Drop,
     /// Sampled, with why and the trace id the span gets.
     Keep(&'static str, [u8; 16]),
+}
+
+/// The head sampler's countdown of this thread, taken for a run of requests ([`Tracing::draws`])
+/// and put back when dropped: the same draws, in the same order, as [`Tracing::draw`] for each.
+/// Nothing else on the thread may draw while one is held (a run is handled without yielding).
+#[derive(Debug)]
+pub struct Draws {
+    /// Requests left to pass over before one is kept.
+    left: u64,
+    /// 0 when the head sampler keeps nothing (tracing off, or ratio 0): `left` is then not
+    /// the thread's and is not put back.
+    below: u64,
+    ln_pass: f64,
+}
+
+impl Draws {
+    /// The draw for the next request: see [`Tracing::draw`]. A request passed over costs a
+    /// test and a decrement.
+    #[inline]
+    pub fn draw(&mut self) -> Option<u64> {
+        if self.left != 0 {
+            self.left -= 1;
+            return None;
+        }
+        self.keep()
+    }
+
+    /// The end of a gap: keeps this request and draws the next gap.
+    #[cold]
+    fn keep(&mut self) -> Option<u64> {
+        if self.below == 0 {
+            self.left = u64::MAX;
+            return None;
+        }
+        self.left = ids::gap(self.ln_pass);
+        Some(ids::kept_low(self.below))
+    }
+}
+
+impl Drop for Draws {
+    #[inline]
+    fn drop(&mut self) {
+        if self.below != 0 {
+            ids::put_countdown(self.left);
+        }
+    }
 }
 
 impl Tracing {
@@ -189,15 +235,31 @@ impl Tracing {
     /// The head sampler's draw for a request arriving now without a client's parent: the
     /// low half of its trace id when the ratio keeps it (its [`Facts`] are then noted), `None`
     /// when it does not (nothing is noted: only an error or a slow answer gives it a span,
-    /// from what the answer knows). A countdown per thread (see [`ids::head`]): a request
+    /// from what the answer knows). A countdown per thread (see [`Draws`]): a request
     /// passed over costs a decrement.
     #[inline]
     pub fn draw(&self) -> Option<u64> {
-        let on = self.on.as_ref()?;
-        if on.head_below == 0 {
-            return None;
+        self.draws().draw()
+    }
+
+    /// The head sampler's countdown of this thread, held while a run of requests read at once
+    /// is handled (see [`Draws`]): one draw per request at the cost of a decrement in a
+    /// register, the thread's countdown read and written once for the run.
+    #[inline]
+    pub fn draws(&self) -> Draws {
+        match &self.on {
+            Some(on) if on.head_below != 0 => Draws {
+                left: ids::take_countdown(on.ln_pass),
+                below: on.head_below,
+                ln_pass: on.ln_pass,
+            },
+            // Never 0: nothing is kept.
+            _ => Draws {
+                left: u64::MAX,
+                below: 0,
+                ln_pass: 0.0,
+            },
         }
-        ids::head(on.head_below, on.ln_pass)
     }
 
     /// Whether a request answered after `nanos`, with `parent` (else `drawn`, see
@@ -260,7 +322,7 @@ impl Tracing {
         self.sample(
             facts.unwrap_or_default(),
             tag,
-            (nanos, error),
+            (started, now, error),
             answer,
             server,
         );
@@ -271,15 +333,16 @@ impl Tracing {
         &self,
         facts: Facts,
         tag: &Tag,
-        (nanos, error): (u64, bool),
+        (start, end, error): (Stamp, Stamp, bool),
         answer: Answer<'_>,
         server: Option<SocketAddr>,
     ) {
+        let nanos = end.nanos_since(start);
         let decision = self.decide(facts.parent.as_ref(), facts.drawn, error, nanos);
         let Decision::Keep(why, trace_id) = decision else {
             return;
         };
-        let end = SystemTime::now();
+        // No wall clock is read here: the exporter places the stamps on it.
         let span_id = ids::span_id();
         if tracing::enabled!(tracing::Level::DEBUG) {
             // A log line that carries the span's ids (see `crate::log_json`).
@@ -294,7 +357,7 @@ impl Tracing {
             trace_id,
             span_id,
             parent: facts.parent,
-            start: end - Duration::from_nanos(nanos),
+            start,
             end,
             error: error.then(|| answer.error_code()),
             facts,
@@ -341,42 +404,40 @@ mod ids {
         static SKIP: Cell<u64> = const { Cell::new(UNDRAWN) };
     }
 
-    /// The head sampler: keeps each request with the ratio's probability, independently, by
-    /// counting down a gap drawn from the geometric distribution (the number of failures
-    /// before a success of probability `ratio`: `floor(ln U / ln(1 - ratio))`), so that a
-    /// request passed over costs a decrement and no random number. A kept request gets a
-    /// random low half of its trace id that passes the ratio test (`(low >> 1) < below`), so
-    /// that a collector's or a downstream service's `TraceIdRatioBased` sampler with the same
-    /// ratio keeps the same traces. The countdown is per thread (a process has one sampler:
-    /// tracing is not reloaded); `below` is not 0 (ratio 0 never calls this).
+    // The head sampler (see `super::Draws`): keeps each request with the ratio's probability,
+    // independently, by counting down a gap drawn from the geometric distribution (the number
+    // of failures before a success of probability `ratio`: `floor(ln U / ln(1 - ratio))`), so
+    // that a request passed over costs a decrement and no random number. A kept request gets
+    // a random low half of its trace id that passes the ratio test (`(low >> 1) < below`), so
+    // that a collector's or a downstream service's `TraceIdRatioBased` sampler with the same
+    // ratio keeps the same traces. The countdown is per thread (a process has one sampler:
+    // tracing is not reloaded); `below` is not 0 (ratio 0 never draws).
+
+    /// This thread's countdown, for a run of draws: the first gap, drawn with `ln_pass`,
+    /// before the thread's first draw.
     #[inline]
-    pub fn head(below: u64, ln_pass: f64) -> Option<u64> {
-        SKIP.with(|s| {
-            let left = s.get();
-            if left != 0 && left != UNDRAWN {
-                s.set(left - 1);
-                return None;
-            }
-            redraw(s, left, below, ln_pass)
-        })
+    pub(super) fn take_countdown(ln_pass: f64) -> u64 {
+        match SKIP.with(Cell::get) {
+            UNDRAWN => gap(ln_pass),
+            left => left,
+        }
     }
 
-    /// [`head`] at the end of a gap (or before the first): draws the next gap, and keeps this
-    /// request unless it is the thread's first and its gap is not empty.
-    #[cold]
-    fn redraw(s: &Cell<u64>, left: u64, below: u64, ln_pass: f64) -> Option<u64> {
-        let gap = gap(ln_pass);
-        if left == UNDRAWN && gap > 0 {
-            s.set(gap - 1);
-            return None;
-        }
-        s.set(gap);
+    /// Puts back what is left of this thread's countdown after a run of draws.
+    #[inline]
+    pub(super) fn put_countdown(left: u64) {
+        SKIP.with(|s| s.set(left));
+    }
+
+    /// A random low half of a kept request's trace id that passes the ratio test with
+    /// `below` (see [`below`]).
+    pub(super) fn kept_low(below: u64) -> u64 {
         let keeps = (next() >> 1) % below.max(1);
-        Some(keeps << 1 | 1)
+        keeps << 1 | 1
     }
 
     /// A geometric gap for `ln_pass` = ln(1 - ratio) (0 when the ratio is 1).
-    fn gap(ln_pass: f64) -> u64 {
+    pub(super) fn gap(ln_pass: f64) -> u64 {
         if ln_pass == f64::NEG_INFINITY {
             return 0;
         }

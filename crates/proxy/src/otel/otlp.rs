@@ -17,13 +17,13 @@
 
 use super::record::{SpanRecord, StreamHasher};
 use super::span::{self, ShapeFacts, Val};
+use crate::stamp::WallClock;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use opentelemetry_sdk::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Entries each cache keeps before it starts again (a shape's block is about 200 bytes).
 const CACHE: usize = 4096;
@@ -99,8 +99,14 @@ impl Encoder {
         }
     }
 
-    /// The `ExportTraceServiceRequest` of `batch`.
+    /// The `ExportTraceServiceRequest` of `batch`, its spans' times placed on the wall clock
+    /// as it reads now.
     pub fn request(&mut self, batch: &[SpanRecord]) -> Bytes {
+        self.request_at(batch, WallClock::now())
+    }
+
+    /// The `ExportTraceServiceRequest` of `batch`, its spans' times placed by `clock`.
+    pub fn request_at(&mut self, batch: &[SpanRecord], clock: WallClock) -> Bytes {
         // Two length-delimited prefixes (a key byte and at most 5 bytes of length each).
         let room = 2 * 6 + self.resource.len() + self.scope.len();
         let out = &mut self.out;
@@ -112,7 +118,7 @@ impl Encoder {
             encode_key(2, WireType::LengthDelimited, out);
             let at = out.len();
             out.put_bytes(0, SPAN_LENGTH);
-            encode_span(&mut self.shapes, &mut self.servers, r, out);
+            encode_span(&mut self.shapes, &mut self.servers, r, clock, out);
             fill_length(out, at);
         }
         // ScopeSpans { scope = 1, spans = 2 }
@@ -161,6 +167,7 @@ fn encode_span(
     shapes: &mut Cache<(u128, u8), ShapeBlock>,
     servers: &mut Cache<SocketAddr, Vec<u8>>,
     r: &SpanRecord,
+    clock: WallClock,
     b: &mut BytesMut,
 ) {
     let block = shape_block(shapes, r);
@@ -172,8 +179,8 @@ fn encode_span(
     b.put_slice(&block.name);
     encode_key(6, WireType::Varint, b);
     encode_varint(SPAN_KIND_CLIENT, b);
-    fixed64_field(7, unix_nanos(r.start), b);
-    fixed64_field(8, unix_nanos(r.end), b);
+    fixed64_field(7, clock.unix_nanos(r.start), b);
+    fixed64_field(8, clock.unix_nanos(r.end), b);
     b.put_slice(&block.attributes);
     span::request_attributes(r, block.namespace.as_deref(), &mut |k, v| {
         attribute(k, v, b)
@@ -233,11 +240,6 @@ fn shape_block<'a>(
             attributes,
         }
     })
-}
-
-fn unix_nanos(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The bytes a length-delimited field of `len` bytes takes, key (one byte: tags below 16)

@@ -2,6 +2,7 @@
 //! connection in [`Requests`]), and the [`SpanRecord`] the exporter receives for a sampled one.
 
 use crate::control::Group;
+use crate::stamp::Stamp;
 use crate::trace_context::TraceParent;
 use autoprep_protocol::compression::Compression;
 use autoprep_protocol::envelope::{Envelope, Header, Opcode};
@@ -16,7 +17,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// What the session knows of a request when it arrives and while it is decided, kept until
 /// its answer (only while tracing is on).
@@ -314,8 +314,10 @@ pub struct SpanRecord {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     pub parent: Option<TraceParent>,
-    pub start: SystemTime,
-    pub end: SystemTime,
+    /// When the request was read and its answer read (monotonic: the exporter places them on
+    /// the wall clock, see [`crate::stamp::WallClock`]).
+    pub start: Stamp,
+    pub end: Stamp,
     pub facts: Facts,
     /// The statement's shape (QUERYs, BATCHes and literal EXECUTEs the rewrite read).
     pub shape: Option<crate::shapes::ShapeRef>,
@@ -336,8 +338,8 @@ impl SpanRecord {
             trace_id: [1; 16],
             span_id: [1; 8],
             parent: None,
-            start: SystemTime::UNIX_EPOCH,
-            end: SystemTime::UNIX_EPOCH,
+            start: Stamp::default(),
+            end: Stamp::default(),
             facts: Facts::default(),
             shape: None,
             group: Group::Rewritten,

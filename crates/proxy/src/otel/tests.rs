@@ -179,9 +179,16 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// The wall clock the tests' spans are placed by: 1.7e18 ns since the Unix epoch at stamp 0.
+const CLOCK_AT_0: u64 = 1_700_000_000_000_000_000;
+
+fn clock() -> crate::stamp::WallClock {
+    crate::stamp::WallClock::at(CLOCK_AT_0, Stamp::default())
+}
+
 /// The spans of `records` as the collector decodes them, with opentelemetry-proto's types.
 fn decoded(encoder: &mut otlp::Encoder, records: &[SpanRecord]) -> Vec<Span> {
-    let body = encoder.request(records);
+    let body = encoder.request_at(records, clock());
     let request = ExportTraceServiceRequest::decode(body).expect("a valid OTLP request");
     let [rs] = &request.resource_spans[..] else {
         panic!("one resource: {request:?}");
@@ -234,7 +241,7 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
     assert_eq!(spans[0], spans[1]);
     // The encoder's buffer, taken back for the next request, leaves a request still held
     // alone; a span longer than a length of two bytes holds is written as well.
-    let held = encoder.request(std::slice::from_ref(&r));
+    let held = encoder.request_at(std::slice::from_ref(&r), clock());
     let long = shapes.enter(
         autoprep_cache::ShapeHash(2),
         Some("ks"),
@@ -263,9 +270,16 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
     assert_eq!(crate::shapes::hex(&data.parent_span_id), "b7ad6b7169203331");
     assert_eq!(data.flags, 0x301, "sampled, with a remote parent");
     assert_eq!(data.status, None);
-    let nanos = |t: SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    assert_eq!(data.start_time_unix_nano, nanos(r.start));
-    assert_eq!(data.end_time_unix_nano, nanos(r.end));
+    // Placed on the wall clock by the encoder's reading, a stamp's nanoseconds after it.
+    assert!(r.end >= r.start);
+    assert_eq!(
+        data.start_time_unix_nano,
+        CLOCK_AT_0 + r.start.nanos_since(Stamp::default())
+    );
+    assert_eq!(
+        data.end_time_unix_nano,
+        CLOCK_AT_0 + r.end.nanos_since(Stamp::default())
+    );
     let a = &data.attributes;
     let s = |k| value(a, k).map(text);
     assert_eq!(s("db.system.name").as_deref(), Some("cassandra"));
@@ -301,8 +315,8 @@ fn an_error_span_without_a_shape() {
         trace_id: [7; 16],
         span_id: [9; 8],
         parent: None,
-        start: SystemTime::now(),
-        end: SystemTime::now(),
+        start: Stamp::now(),
+        end: Stamp::now(),
         facts: Facts {
             opcode: Opcode::EXECUTE.0,
             keyspace: Some("shop".into()),
@@ -388,17 +402,29 @@ fn only_a_payload_or_a_closing_comment_may_name_a_parent() {
 }
 
 /// The head sampler's countdown keeps about the ratio's share, on every thread from its first
-/// request, each with a trace id the ratio test keeps.
+/// request, each with a trace id the ratio test keeps, whether drawn one by one or in runs
+/// (the countdown taken for a run goes on from where single draws left it, and back).
 #[test]
 fn the_head_countdown_keeps_the_ratio() {
     for ratio in [0.01, 0.25] {
         let counts: Vec<usize> = (0..4)
             .map(|_| {
                 std::thread::spawn(move || {
-                    let below = ids::below(ratio);
-                    let ln_pass = (1.0f64 - ratio).ln();
-                    (0..200_000)
-                        .filter_map(|_| ids::head(below, ln_pass))
+                    let (t, _h) = tracing(ratio, true);
+                    let mut kept = Vec::new();
+                    while kept.len() < 200_000 {
+                        // Runs of 1 to 64, every other run drawn one by one.
+                        let n = 1 + kept.len() % 64;
+                        if kept.len() % 2 == 0 {
+                            let mut run = t.draws();
+                            kept.extend((0..n).map(|_| run.draw()));
+                        } else {
+                            kept.extend((0..n).map(|_| t.draw()));
+                        }
+                    }
+                    kept.truncate(200_000);
+                    kept.into_iter()
+                        .flatten()
                         .inspect(|low| assert!(ids::low_keeps(*low, ratio), "{low:x}"))
                         .count()
                 })
@@ -413,10 +439,41 @@ fn the_head_countdown_keeps_the_ratio() {
             assert!((share - ratio).abs() < 5.0 * sd, "{ratio}: {share}");
         }
     }
+    // A run and single draws share the thread's countdown: a gap of the ratio's size lasts
+    // across them.
+    std::thread::spawn(|| {
+        let (t, _h) = tracing(0.5, true);
+        let mut gaps = Vec::new();
+        let mut since = 0u32;
+        for i in 0..100_000 {
+            let drawn = if i % 3 == 0 {
+                t.draw()
+            } else {
+                let mut run = t.draws();
+                run.draw()
+            };
+            if drawn.is_some() {
+                gaps.push(since);
+                since = 0;
+            } else {
+                since += 1;
+            }
+        }
+        // Geometric with p = 1/2: mean gap 1.
+        let mean = f64::from(gaps.iter().sum::<u32>()) / gaps.len() as f64;
+        assert!((0.9..1.1).contains(&mean), "{mean}");
+    })
+    .join()
+    .unwrap();
     std::thread::spawn(|| {
         let (t, _rx) = tracing(0.0, true);
         assert!((0..1000).all(|_| t.draw().is_none()));
-        assert!((0..1000).all(|_| ids::head(ids::below(1.0), f64::NEG_INFINITY).is_some()));
+        let mut run = t.draws();
+        assert!((0..1000).all(|_| run.draw().is_none()));
+        let (t, _h) = tracing(1.0, true);
+        assert!((0..1000).all(|_| t.draw().is_some()));
+        let mut run = t.draws();
+        assert!((0..1000).all(|_| run.draw().is_some()));
     })
     .join()
     .unwrap();

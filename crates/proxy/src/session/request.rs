@@ -358,7 +358,8 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
     if plan(&Facts::of(header.opcode, conn)) != Plan::AsSent {
         return Err(env);
     }
-    match plain_execute_id(&mut conn.lock(), header, read_at, conn.traced()) {
+    let mut draws = conn.traced().map(crate::otel::Tracing::draws);
+    match plain_execute_id(&mut conn.lock(), header, read_at, draws.as_mut()) {
         Some(up) => {
             conn.metrics.request(Opcode::EXECUTE.0);
             Ok((env.into_frame(), up))
@@ -368,19 +369,20 @@ fn plain_execute(env: Envelope, read_at: Stamp, conn: &Conn) -> Result<(BytesMut
 }
 
 /// The upstream id a plain EXECUTE (with `header`, once [`plan`] found it read for nothing)
-/// takes now; `None` for another request, or when every id is in flight.
+/// takes now; `None` for another request, or when every id is in flight. `draws` is the head
+/// sampler's, while tracing.
 fn plain_execute_id(
     st: &mut State,
     header: &Header,
     read_at: Stamp,
-    tracing: Option<&crate::otel::Tracing>,
+    draws: Option<&mut crate::otel::Draws>,
 ) -> Option<i16> {
     if header.opcode != Opcode::EXECUTE {
         return None;
     }
     // While tracing, a request with a custom payload (a client's traceparent) is classified:
     // its body is read.
-    if tracing.is_some() && header.flags.has(Flags::CUSTOM_PAYLOAD) {
+    if draws.is_some() && header.flags.has(Flags::CUSTOM_PAYLOAD) {
         return None;
     }
     let pending = Pending::client(header.stream.0);
@@ -388,8 +390,8 @@ fn plain_execute_id(
         .streams
         .allocate_at(pending, None, Group::Other, read_at)
         .ok()?;
-    if let Some(tracing) = tracing {
-        match tracing.draw() {
+    if let Some(draws) = draws {
+        match draws.draw() {
             Some(drawn) => {
                 // Its facts for its span: the opcode and the connection's keyspace only.
                 let mut facts = crate::otel::Facts::of_header(header, st.keyspace.clone());
@@ -410,11 +412,12 @@ fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<By
     if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
         return None;
     }
-    let tracing = conn.traced();
+    // The sampler's countdown, taken once for the run.
+    let mut draws = conn.traced().map(crate::otel::Tracing::draws);
     let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at, tracing)?;
+        let up = plain_execute_id(&mut st, h, read_at, draws.as_mut())?;
         n += 1;
         Some(StreamId(up))
     });
