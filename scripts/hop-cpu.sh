@@ -13,7 +13,9 @@
 #        queue holds: none is dropped). ENDPOINT=http://host:port sends the
 #        spans to a collector over http/protobuf (scripts/otelcol.sh starts one); by default
 #        to a port nobody listens on, where each export fails at once. BIN names another
-#        build of the example (to compare builds).
+#        build of the example. BASE=path runs that build of the example too, in the same
+#        rounds (its settings alternating with this build's), each build's ratios taken to its
+#        own "off": two builds compared under the same moments of the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p autoprep-benches --example hop_icount
@@ -24,35 +26,44 @@ ratios=("$@")
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/examples/hop_icount}
 N=${N:-128000}
 export HOP_IDLE_THREAD=${HOP_IDLE_THREAD:-1}
-# One run: KIND TARGET RATIO ("off": tracing off) -> ns per request.
+builds=(this)
+[ -z "${BASE:-}" ] || builds+=(base)
+# One run: KIND TARGET RATIO ("off": tracing off) [BUILD] -> ns per request.
 one() {
+    local b=$bin
+    [ "${4:-this}" = this ] || b=$BASE
     if [ "$3" = off ]; then
-        env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$bin" "$1" "$2" "$N" 2>/dev/null
+        env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$b" "$1" "$2" "$N" 2>/dev/null
     else
         HOP_CPU=1 OTEL_EXPORTER_OTLP_ENDPOINT="${ENDPOINT:-http://127.0.0.1:9}" \
             OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=traceidratio \
-            OTEL_TRACES_SAMPLER_ARG="$3" "$bin" "$1" "$2" "$N" 2>/dev/null
+            OTEL_TRACES_SAMPLER_ARG="$3" "$b" "$1" "$2" "$N" 2>/dev/null
     fi | sed -n 's/^cpu_ns_per_request //p'
 }
 for r in $(seq "$rounds"); do
+    # Which build runs first alternates by round.
+    order=("${builds[@]}")
+    [ $((r % 2)) = 1 ] || mapfile -t order < <(printf '%s\n' "${builds[@]}" | tac)
     for kind in execute query; do
         d=$(one "$kind" direct off)
         for s in off "${ratios[@]}"; do
-            echo "$r $kind $s $(one "$kind" proxy "$s") $d"
+            for b in "${order[@]}"; do
+                echo "$r $kind $s $b $(one "$kind" proxy "$s" "$b") $d"
+            done
         done
     done
 done | python3 -c '
 import random, statistics, sys
 runs = {}
 for line in sys.stdin:
-    r, kind, s, p, d = line.split()
-    runs.setdefault((kind, s), {})[r] = float(p) - float(d)
-    print(f"round {r} {kind:7} {s:>5}: {float(p) - float(d):7.1f} ns autoprep ({p} through, {d} direct)", flush=True)
+    r, kind, s, b, p, d = line.split()
+    runs.setdefault((kind, b, s), {})[r] = float(p) - float(d)
+    print(f"round {r} {kind:7} {b:4} {s:>5}: {float(p) - float(d):7.1f} ns autoprep ({p} through, {d} direct)", flush=True)
 rng = random.Random(29)
-for (kind, s), by_round in sorted(runs.items()):
-    base = runs[(kind, "off")]
+for (kind, b, s), by_round in sorted(runs.items()):
+    base = runs[(kind, b, "off")]
     med = statistics.median(by_round.values())
-    line = f"{kind:7} {s:>5}: median {med:7.1f} ns per request"
+    line = f"{kind:7} {b:4} {s:>5}: median {med:7.1f} ns per request"
     if s != "off":
         ratios = [by_round[r] / base[r] for r in by_round]
         means = sorted(statistics.fmean(rng.choices(ratios, k=len(ratios))) for _ in range(10000))
