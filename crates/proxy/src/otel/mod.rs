@@ -61,7 +61,22 @@ pub enum Answer<'a> {
     Envelope(&'a Envelope, Option<Compression>),
 }
 
-impl Answer<'_> {
+impl<'a> Answer<'a> {
+    /// An answer read whole: `compression` (the connection's) is asked only of an ERROR,
+    /// whose code its span reads.
+    #[inline]
+    pub fn envelope(
+        env: &'a Envelope,
+        compression: impl FnOnce() -> Option<Compression>,
+    ) -> Answer<'a> {
+        let compression = if env.header().opcode == Opcode::ERROR {
+            compression()
+        } else {
+            None
+        };
+        Answer::Envelope(env, compression)
+    }
+
     fn is_error(&self) -> bool {
         match self {
             Answer::Header(h) => h.opcode == Opcode::ERROR,

@@ -95,6 +95,13 @@ impl Facts {
         let Some(text) = body.get(4..4 + len as usize) else {
             return false;
         };
+        // Most statements end in a letter, a digit, a quote or a bracket: no comment there.
+        if !matches!(
+            text.last(),
+            Some(b'/' | b';' | b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
+        ) {
+            return false;
+        }
         let end = text.trim_ascii_end();
         end.strip_suffix(b";")
             .unwrap_or(end)

@@ -397,6 +397,12 @@ fn only_a_payload_or_a_closing_comment_may_name_a_parent() {
         &format!("SELECT v FROM t WHERE k = 1 /*traceparent='{TP}'*/ ;"),
         None
     )));
+    for end in ["", " ", "\n", "\t\r\n", "\x0c", ";", " ; "] {
+        assert!(may(&query(
+            &format!("SELECT v FROM t WHERE k = 1 /*traceparent='{TP}'*/{end}"),
+            None
+        )));
+    }
     // A comment elsewhere in the statement is not SQLCommenter's.
     assert!(!may(&query("SELECT /* x */ v FROM t WHERE k = 1", None)));
 }

@@ -176,7 +176,7 @@ fn answered(env: &Envelope, tag: Tag, read_at: Stamp, conn: &Conn) {
         if conn.tracing.enabled() {
             // The request's span, if sampled.
             let facts = conn.take_facts(header.stream.0);
-            let answered = crate::otel::Answer::Envelope(env, conn.wire().compression);
+            let answered = crate::otel::Answer::envelope(env, || conn.wire().compression);
             (conn.tracing).answered(facts, &tag, read_at, answered, conn.home);
         }
         conn.metrics.responded_at(tag, read_at);

@@ -504,7 +504,7 @@ async fn replica_answer(
         let facts = (conn.any_noted())
             .then(|| conn.lock().traces.take_routed(a.stream))
             .flatten();
-        let answered = crate::otel::Answer::Envelope(&env, conn.wire().compression);
+        let answered = crate::otel::Answer::envelope(&env, || conn.wire().compression);
         let now = crate::stamp::Stamp::now();
         (conn.tracing).answered(facts, &a.tag, now, answered, Some(link.addr));
     }
