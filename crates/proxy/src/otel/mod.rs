@@ -258,8 +258,8 @@ impl Tracing {
     }
 
     /// The head sampler's countdown of this thread, held while a run of requests read at once
-    /// is handled (see [`Draws`]): one draw per request at the cost of a decrement in a
-    /// register, the thread's countdown read and written once for the run.
+    /// is handled (see [`Draws`]): one draw per request at the cost of a test and a
+    /// decrement, the thread's countdown read and written once for the run.
     #[inline]
     pub fn draws(&self) -> Draws {
         match &self.on {
