@@ -414,10 +414,12 @@ fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<By
     }
     // The sampler's countdown, taken once for the run.
     let mut draws = conn.traced().map(crate::otel::Tracing::draws);
+    // A nullable pointer, tested per request (not the option's tag read from memory).
+    let mut tracing = draws.as_mut();
     let mut st = conn.lock();
     let mut n = 0;
     let run = reader.take_run(|h| {
-        let up = plain_execute_id(&mut st, h, read_at, draws.as_mut())?;
+        let up = plain_execute_id(&mut st, h, read_at, tracing.as_deref_mut())?;
         n += 1;
         Some(StreamId(up))
     });
