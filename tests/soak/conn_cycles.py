@@ -12,14 +12,10 @@ import socket
 import sys
 import time
 
+from drift import anon_kib
 from faults import frame, query, recv_frame, string_map
 
 ONE = 0x0001
-
-
-def anon_kib(pid):
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
 
 
 def main():

@@ -70,6 +70,19 @@ def fd_kind(link):
     return "file"
 
 
+def memory_kib(pid):
+    """{"VmRSS", "RssAnon", "RssFile"} of a process from /proc/PID/status, in KiB (those the
+    kernel lists)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
+                if k in ("VmRSS", "RssAnon", "RssFile")}
+
+
+def anon_kib(pid):
+    """A process's anonymous memory in KiB (the heap, stacks: where a leak shows)."""
+    return memory_kib(pid)["RssAnon"]
+
+
 def read_proc(pid):
     """(RSS in KiB, open descriptors, established TCP connections among them, {"rss_anon_kib",
     "rss_file_kib"}) of a process, or None when it is gone. RSS is the sum of anonymous
@@ -79,9 +92,7 @@ def read_proc(pid):
     state, other sockets, epoll and event descriptors, pipes, files), so that a change in their
     number says what it was."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            fields = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
-                      if k in ("VmRSS", "RssAnon", "RssFile")}
+        fields = memory_kib(pid)
         rss = fields["VmRSS"]
         split = {"rss_anon_kib": fields.get("RssAnon"), "rss_file_kib": fields.get("RssFile")}
         inodes = set()

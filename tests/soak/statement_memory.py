@@ -17,15 +17,9 @@ import urllib.request
 from cassandra.cluster import Cluster
 from cassandra.query import SimpleStatement
 
+from drift import anon_kib
+
 STEP = 250
-
-
-def anon_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon"):
-                return int(line.split()[1])
-    return None
 
 
 def metric(admin, name):
