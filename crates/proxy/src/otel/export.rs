@@ -1,11 +1,11 @@
 //! The exporter: its own thread with a current-thread Tokio runtime, fed by the threads'
 //! buffers of [`super::handoff`]. Every 100 ms it takes what they hold (rather than being woken
-//! for each span); once [`BATCH`] spans wait, or the batch delay (`OTEL_BSP_SCHEDULE_DELAY`,
-//! 5 s by default) has passed, or a flush asks, it encodes them, [`BATCH`] at a time, as OTLP
-//! requests ([`super::otlp`]) and sends them
-//! over OTLP/gRPC (a tonic channel) or OTLP/HTTP with a protobuf body (a hyper client), with
-//! the resource the SDK's detectors read (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`;
-//! `service.name` defaults to `autoprep`).
+//! for each span), sooner (down to 10 ms) when spans come fast enough to fill a buffer by then;
+//! once [`BATCH`] spans wait, or the batch delay (`OTEL_BSP_SCHEDULE_DELAY`, 5 s by default)
+//! has passed, or a flush asks, it encodes them, [`BATCH`] at a time, as OTLP requests
+//! ([`super::otlp`]) and sends them over OTLP/gRPC (a tonic channel) or OTLP/HTTP with a
+//! protobuf body (a hyper client), with the resource the SDK's detectors read
+//! (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`; `service.name` defaults to `autoprep`).
 //!
 //! The transport is built and every export runs inside that runtime (tonic's channel and hyper's
 //! connections spawn their tasks on it), so the proxy's own runtime never runs export work.
@@ -17,16 +17,31 @@ use super::settings::{Protocol, Settings};
 use bytes::{Buf, BufMut, Bytes};
 use opentelemetry_sdk::Resource;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Spans per export (the SDK's default `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`).
 pub const BATCH: usize = 512;
-/// How often the exporter takes the threads' spans: each thread's buffer holds
-/// [`super::handoff::QUEUE`] (2,048) spans, 20,000 spans a second per thread before it drops
-/// any.
+/// How often the exporter takes the threads' spans when they come slowly: about a tenth of a
+/// second's worth of system calls and context switches at most, whatever the load.
 const POLL: Duration = Duration::from_millis(100);
+/// How often at most, when they come fast: each thread's buffer holds
+/// [`super::handoff::QUEUE`] (2,048) spans, so a thread may record about 200,000 spans a
+/// second before one is dropped (20,000 at [`POLL`]).
+const POLL_MIN: Duration = Duration::from_millis(10);
+
+/// When to take the threads' spans next, `collected` having come in `since`: soon enough
+/// that, at that rate, a thread's buffer is at most half full by then (the total stands for
+/// the busiest thread's), between [`POLL_MIN`] and [`POLL`].
+fn next_poll(collected: usize, since: Duration) -> Duration {
+    let half = (super::handoff::QUEUE / 2) as u32;
+    match u32::try_from(collected) {
+        Ok(0) => POLL,
+        Ok(n) => (since * half / n).clamp(POLL_MIN, POLL),
+        Err(_) => POLL_MIN,
+    }
+}
 /// The longest one export may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -197,22 +212,29 @@ fn run(
     let mut spare: Vec<SpanRecord> = Vec::new();
     let mut waiters: Vec<Flush> = Vec::new();
     let mut due = Instant::now() + delay;
+    let (mut poll, mut polled) = (POLL, Instant::now());
     loop {
-        // Sleep, not wait for spans: a waiting exporter would be woken (a system call on the
-        // data path, two context switches here) for every span; a sleeping one is not.
-        std::thread::sleep(POLL.min(due.saturating_duration_since(Instant::now())));
+        // Wait for a flush request or the next poll, not for spans: an exporter woken for
+        // every span would cost the data path a system call and itself two context switches
+        // per span. A flush (a drain's, a test's) is answered at once rather than at the poll.
         let mut closed = false;
-        loop {
+        match flushes.recv_timeout(poll.min(due.saturating_duration_since(Instant::now()))) {
+            Ok(w) => waiters.push(w),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => closed = true,
+        }
+        while !closed {
             match flushes.try_recv() {
                 Ok(w) => waiters.push(w),
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    closed = true;
-                    break;
-                }
+                Err(TryRecvError::Disconnected) => closed = true,
             }
         }
+        let before = pending.len();
         handoff.collect(&mut pending, &mut spare);
+        let now = Instant::now();
+        poll = next_poll(pending.len() - before, now - polled);
+        polled = now;
         if pending.len() >= BATCH || !waiters.is_empty() || closed || Instant::now() >= due {
             for batch in pending.chunks(BATCH) {
                 let body = encoder.request(batch);
@@ -235,5 +257,25 @@ fn run(
         if closed {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_sooner_as_spans_come_faster() {
+        let tenth = Duration::from_millis(100);
+        assert_eq!(next_poll(0, tenth), POLL);
+        assert_eq!(
+            next_poll(500, tenth),
+            POLL,
+            "a buffer under half full by the next poll"
+        );
+        // 2,048 spans in 100 ms: 1,024 (half a buffer) come in 50 ms.
+        assert_eq!(next_poll(2048, tenth), Duration::from_millis(50));
+        assert_eq!(next_poll(1 << 20, tenth), POLL_MIN);
+        assert_eq!(next_poll(usize::MAX, tenth), POLL_MIN);
     }
 }
