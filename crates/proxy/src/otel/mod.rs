@@ -49,7 +49,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use record::{Counters, Facts, Requests, SpanCounts, SpanRecord};
+pub use record::{Counters, Facts, Requests, SampledBy, SpanCounts, SpanRecord};
 pub use settings::Settings;
 
 /// How a request was answered, as far as the span needs.
@@ -145,7 +145,7 @@ impl On {
 pub enum Decision {
     Drop,
     /// Sampled, with why and the trace id the span gets.
-    Keep(&'static str, [u8; 16]),
+    Keep(SampledBy, [u8; 16]),
 }
 
 /// The head sampler's countdown of this thread, taken for a run of requests ([`Tracing::draws`])
@@ -296,11 +296,11 @@ impl Tracing {
             None => drawn.is_some(),
         };
         let why = if error {
-            "error"
+            SampledBy::Error
         } else if nanos >= on.slow_nanos {
-            "slow"
+            SampledBy::Slow
         } else if head {
-            "head"
+            SampledBy::Head
         } else {
             return Decision::Drop;
         };
@@ -366,12 +366,11 @@ impl Tracing {
                 trace_id = %crate::shapes::hex(&trace_id),
                 span_id = %crate::shapes::hex(&span_id),
             );
-            ids.in_scope(|| tracing::debug!(sampled_by = why, nanos, "request traced"));
+            ids.in_scope(|| tracing::debug!(sampled_by = why.name(), nanos, "request traced"));
         }
         let record = SpanRecord {
             trace_id,
             span_id,
-            parent: facts.parent,
             start,
             end,
             error: error.then(|| answer.error_code()),

@@ -173,7 +173,7 @@ fn encode_span(
     let block = shape_block(shapes, r);
     bytes_field(1, &r.trace_id, b);
     bytes_field(2, &r.span_id, b);
-    if let Some(p) = &r.parent {
+    if let Some(p) = &r.facts.parent {
         bytes_field(4, &p.parent_id, b);
     }
     b.put_slice(&block.name);
@@ -205,7 +205,7 @@ fn encode_span(
         encode_varint(STATUS_CODE_ERROR, &mut s);
         bytes_field(15, &status, b);
     }
-    let remote = if r.parent.is_some() {
+    let remote = if r.facts.parent.is_some() {
         FLAG_IS_REMOTE
     } else {
         0

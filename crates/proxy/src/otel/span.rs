@@ -174,10 +174,8 @@ pub fn request_attributes(
     if let Some(w) = f.rewrite {
         sink("autoprep.rewrite", Val::Str(w));
     }
-    match f.routing {
-        Some(Ok(())) => sink("autoprep.routing", Val::Str("replica")),
-        Some(Err(why)) => sink("autoprep.routing", Val::Str(why)),
-        None => {}
+    if let Some(r) = f.routing {
+        sink("autoprep.routing", Val::Str(r));
     }
     let group = match r.group {
         Group::Rewritten => "rewritten",
@@ -185,7 +183,7 @@ pub fn request_attributes(
         Group::Other => "none",
     };
     sink("autoprep.control_group", Val::Str(group));
-    sink("autoprep.sampled_by", Val::Str(r.sampled_by));
+    sink("autoprep.sampled_by", Val::Str(r.sampled_by.name()));
 }
 
 /// The node that answered: `server.address`, `server.port`.

@@ -57,11 +57,11 @@ fn errors_and_slow_requests_always_sampled() {
         Decision::Drop
     );
     assert!(
-        matches!(t.decide(Some(&unsampled), None, true, 1_000), Decision::Keep("error", id) if id == unsampled.trace_id)
+        matches!(t.decide(Some(&unsampled), None, true, 1_000), Decision::Keep(SampledBy::Error, id) if id == unsampled.trace_id)
     );
     assert!(matches!(
         t.decide(None, None, false, 100_000_000),
-        Decision::Keep("slow", _)
+        Decision::Keep(SampledBy::Slow, _)
     ));
     assert_eq!(t.decide(None, None, false, 99_999_999), Decision::Drop);
 }
@@ -72,7 +72,7 @@ fn head_sampling_follows_the_parent_or_the_ratio() {
     let (parent_based, _rx) = tracing(0.0, true);
     assert!(matches!(
         parent_based.decide(Some(&sampled), None, false, 1),
-        Decision::Keep("head", _)
+        Decision::Keep(SampledBy::Head, _)
     ));
     let (ratio_only, _rx) = tracing(0.0, false);
     assert_eq!(
@@ -86,7 +86,7 @@ fn head_sampling_follows_the_parent_or_the_ratio() {
         .filter_map(|_| one_percent.draw())
         .filter(|&low| {
             matches!(one_percent.decide(None, Some(low), false, 1),
-                Decision::Keep("head", id) if id[8..] == low.to_be_bytes())
+                Decision::Keep(SampledBy::Head, id) if id[8..] == low.to_be_bytes())
         })
         .count();
     assert!((700..1300).contains(&kept), "{kept}");
@@ -150,11 +150,11 @@ fn requests_keep_facts_by_client_stream() {
     r.rewrite(8, "not noted: ignored");
     let f = r.take(7).unwrap();
     assert_eq!(f.rewrite, Some("rewritten"));
-    assert_eq!(f.routing, Some(Err("single node")));
+    assert_eq!(f.routing, Some("single node"));
     assert!(r.take(7).is_none());
     // A replica's answer may come before the sender notes where it went.
     r.note(9, Facts::default());
-    assert_eq!(r.take_routed(9).unwrap().routing, Some(Ok(())));
+    assert_eq!(r.take_routed(9).unwrap().routing, Some(record::REPLICA));
     // Stream ids 64 apart share a bit of the mask, not an entry.
     r.note(3, Facts::default());
     r.note(67, Facts::default());
@@ -215,7 +215,7 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
     let (t, rx) = tracing(1.0, true);
     let mut facts = Facts::of(&query("SELECT ...", Some(TP)), None, Some("ks".into()));
     facts.rewrite = Some("rewritten");
-    facts.routing = Some(Ok(()));
+    facts.routing = Some(record::REPLICA);
     let tag = Tag {
         started: Some(Stamp::now()),
         shape: Some(shape.clone()),
@@ -233,8 +233,8 @@ fn a_span_carries_the_redacted_shape_and_the_parent() {
     let Some(r) = handed(&rx).pop() else {
         panic!("no span handed over");
     };
-    assert_eq!(r.parent, TraceParent::parse(TP.as_bytes()));
-    assert_eq!(r.trace_id, r.parent.unwrap().trace_id);
+    assert_eq!(r.facts.parent, TraceParent::parse(TP.as_bytes()));
+    assert_eq!(r.trace_id, r.facts.parent.unwrap().trace_id);
     let mut encoder = otlp::Encoder::new(&export::resource());
     // Twice: the second span is made from the blocks the first one left in the encoder.
     let spans = decoded(&mut encoder, &[r.clone(), r.clone()]);
@@ -314,7 +314,6 @@ fn an_error_span_without_a_shape() {
     let record = SpanRecord {
         trace_id: [7; 16],
         span_id: [9; 8],
-        parent: None,
         start: Stamp::now(),
         end: Stamp::now(),
         facts: Facts {
@@ -326,7 +325,7 @@ fn an_error_span_without_a_shape() {
         group: Group::Other,
         error: Some(Some(0x2500)),
         server: None,
-        sampled_by: "error",
+        sampled_by: SampledBy::Error,
     };
     let mut encoder = otlp::Encoder::new(&export::resource());
     let spans = decoded(&mut encoder, &[record]);
