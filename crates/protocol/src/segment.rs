@@ -168,6 +168,11 @@ impl FramedDecoder {
         self.pending.len()
     }
 
+    /// The payload decoded and not yet taken (its front is the next envelope's).
+    pub fn decoded(&self) -> &[u8] {
+        &self.pending
+    }
+
     /// The longest run of whole envelopes at the front of the payload already decoded that
     /// `restream` accepts (see [`EnvelopeDecoder::take_run`]); no segment is read. A run thus
     /// lies within one segment's payload, and it never exceeds [`MAX_PAYLOAD`] (should a peer

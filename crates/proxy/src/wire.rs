@@ -10,7 +10,7 @@
 
 use autoprep_protocol::compression::{plain_body, Compression};
 use autoprep_protocol::envelope::{
-    Direction, Envelope, EnvelopeDecoder, Header, StreamId, HEADER_LEN,
+    Direction, Envelope, EnvelopeDecoder, Header, Opcode, StreamId, HEADER_LEN,
 };
 use autoprep_protocol::message::error::{ErrorDetail, ErrorView};
 use autoprep_protocol::message::result::ResultView;
@@ -200,11 +200,20 @@ impl FrameReader {
     /// Whether a run may be taken ([`FrameReader::take_run`]): a whole header's worth of
     /// bytes is read (v4) or decoded from a segment (v5).
     pub fn may_have_run(&self) -> bool {
-        let n = match &self.framed {
-            Some(f) => f.decoded_len(),
-            None => self.buf.len(),
-        };
-        n >= HEADER_LEN
+        self.next_header().is_some()
+    }
+
+    /// The opcode of the next envelope, when a whole header's worth of it is read (v4) or
+    /// decoded from a segment (v5): a run of EXECUTEs is looked for only in front of one.
+    pub fn next_opcode(&self) -> Option<Opcode> {
+        self.next_header().map(|h| Opcode(h[4]))
+    }
+
+    fn next_header(&self) -> Option<&[u8; HEADER_LEN]> {
+        match &self.framed {
+            Some(f) => f.decoded().first_chunk(),
+            None => self.buf.first_chunk(),
+        }
     }
 
     /// The whole envelopes at the front of what was read that `restream` accepts, under the

@@ -254,7 +254,12 @@ impl Tracing {
     /// passed over costs a decrement.
     #[inline]
     pub fn draw(&self) -> Option<u64> {
-        self.draws().draw()
+        match &self.on {
+            // Passed over: the countdown decremented where it is (what `draws` would take and
+            // put back).
+            Some(on) if on.head_below != 0 && !ids::pass_one() => self.draws().draw(),
+            _ => None,
+        }
     }
 
     /// The head sampler's countdown of this thread, held while a run of requests read at once
@@ -328,9 +333,11 @@ impl Tracing {
         let (Some(on), Some(started)) = (&self.on, tag.started) else {
             return;
         };
-        let nanos = now.nanos_since(started);
         let error = answer.is_error();
-        if facts.is_none() && !error && nanos < on.slow_nanos {
+        if facts.is_none()
+            && !error
+            && (on.slow_nanos == u64::MAX || now.nanos_since(started) < on.slow_nanos)
+        {
             // Passed over by the head sampler: a span only for an error or a slow answer.
             return;
         }
@@ -435,6 +442,20 @@ mod ids {
             UNDRAWN => gap(ln_pass),
             left => left,
         }
+    }
+
+    /// Passes over one request when this thread's countdown is running and not at its end
+    /// (true); otherwise leaves it for a [`super::Draws`] to resolve.
+    #[inline]
+    pub(super) fn pass_one() -> bool {
+        SKIP.with(|s| {
+            let left = s.get();
+            let passes = left != 0 && left != UNDRAWN;
+            if passes {
+                s.set(left - 1);
+            }
+            passes
+        })
     }
 
     /// Puts back what is left of this thread's countdown after a run of draws.

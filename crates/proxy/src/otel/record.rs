@@ -72,8 +72,12 @@ impl Facts {
     }
 
     /// Whether `env` may name a client's parent span: a custom payload, or a QUERY or PREPARE
-    /// whose statement ends with a comment (read only where [`Facts::of`] would read it).
-    pub fn may_have_parent(env: &Envelope, compression: Option<Compression>) -> bool {
+    /// whose statement ends with a comment (read only where [`Facts::of`] would read it: the
+    /// connection's `compression` is asked only of a statement that may end with one).
+    pub fn may_have_parent(
+        env: &Envelope,
+        compression: impl FnOnce() -> Option<Compression>,
+    ) -> bool {
         let header = env.header();
         if header
             .flags
@@ -81,26 +85,23 @@ impl Facts {
         {
             return true;
         }
-        let statement = header.opcode == Opcode::QUERY || header.opcode == Opcode::PREPARE;
-        if !statement || !Self::readable(header, compression) {
+        if header.opcode != Opcode::QUERY && header.opcode != Opcode::PREPARE {
             return false;
         }
         // Both bodies start with the statement, a [long string] (no custom payload before it).
-        let body = env.body();
-        let Some(len) = body
-            .get(..4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        let Some((len, rest)) = env.body().split_first_chunk::<4>() else {
             return false;
         };
-        let Some(text) = body.get(4..4 + len as usize) else {
+        let Some(text) = rest.get(..u32::from_be_bytes(*len) as usize) else {
             return false;
         };
-        // Most statements end in a letter, a digit, a quote or a bracket: no comment there.
+        // Most statements end in a letter, a digit, a quote or a bracket: no comment there. (A
+        // compressed body's last byte says nothing, but what it passes is then not read.)
         if !matches!(
             text.last(),
             Some(b'/' | b';' | b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
-        ) {
+        ) || !Self::readable(header, compression())
+        {
             return false;
         }
         let end = text.trim_ascii_end();

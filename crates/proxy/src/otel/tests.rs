@@ -389,7 +389,7 @@ fn a_full_buffer_drops_and_counts() {
 
 #[test]
 fn only_a_payload_or_a_closing_comment_may_name_a_parent() {
-    let may = |env: &Envelope| Facts::may_have_parent(env, None);
+    let may = |env: &Envelope| Facts::may_have_parent(env, || None);
     assert!(!may(&query("SELECT v FROM t WHERE k = 1", None)));
     assert!(may(&query("SELECT v FROM t WHERE k = 1", Some(TP))));
     assert!(may(&query(

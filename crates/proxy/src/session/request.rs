@@ -332,15 +332,14 @@ fn classify(env: Envelope, conn: &Conn, scratch: &mut rewrite::Scratch) -> Route
 fn note_facts(env: &Envelope, conn: &Conn) {
     let stream = env.header().stream.0;
     let drawn = conn.tracing.draw();
-    let compression = conn.wire().compression;
-    if drawn.is_none() && !crate::otel::Facts::may_have_parent(env, compression) {
+    if drawn.is_none() && !crate::otel::Facts::may_have_parent(env, || conn.wire().compression) {
         if conn.any_noted() {
             conn.lock().traces.clear(stream);
         }
         return;
     }
     let st = &mut *conn.lock();
-    let mut facts = crate::otel::Facts::of(env, compression, st.keyspace.clone());
+    let mut facts = crate::otel::Facts::of(env, conn.wire().compression, st.keyspace.clone());
     facts.drawn = drawn;
     if drawn.is_some() || facts.parent.is_some() {
         st.traces.note(stream, facts);
@@ -409,7 +408,9 @@ fn plain_execute_id(
 /// splitting, pushing and joining each one (see [`FrameReader::take_run`]). `None` when the
 /// first needs more or no id is free.
 fn plain_run(reader: &mut FrameReader, read_at: Stamp, conn: &Conn) -> Option<BytesMut> {
-    if !reader.may_have_run() || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent {
+    if reader.next_opcode() != Some(Opcode::EXECUTE)
+        || plan(&Facts::of(Opcode::EXECUTE, conn)) != Plan::AsSent
+    {
         return None;
     }
     // The sampler's countdown, taken once for the run.
