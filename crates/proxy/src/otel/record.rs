@@ -34,7 +34,7 @@ pub struct Facts {
     /// `rewritten`, or why the statement passed through unchanged.
     pub rewrite: Option<&'static str>,
     /// [`REPLICA`] when sent to a replica of its partition, else why it went home (a name,
-    /// not a `Result`: an `Option` of that takes 8 more bytes, and the record 4 cache lines).
+    /// not a `Result`: an `Option` of that takes 8 more bytes of every record).
     pub routing: Option<&'static str>,
     /// The head sampler's draw, when it kept the request (see `Tracing::draw`).
     pub drawn: Option<u64>,
