@@ -4,7 +4,7 @@
 
 use autoprep::control::Group;
 use autoprep::otel::otlp::Encoder;
-use autoprep::otel::{Facts, SpanRecord};
+use autoprep::otel::{Facts, SampledBy, SpanRecord};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
 
@@ -18,25 +18,25 @@ fn batch(c: &mut Criterion) {
     let record = SpanRecord {
         trace_id: [7; 16],
         span_id: [9; 8],
-        parent: autoprep::trace_context::TraceParent::parse(
-            b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-        ),
         start: autoprep::stamp::Stamp::now(),
         end: autoprep::stamp::Stamp::now(),
         facts: Facts {
             opcode: 0x07,
+            parent: autoprep::trace_context::TraceParent::parse(
+                b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
             consistency: Some(0x0006),
             page_size: Some(5000),
             keyspace: Some("shop".into()),
             rewrite: Some("rewritten"),
-            routing: Some(Ok(())),
+            routing: Some("replica"),
             ..Facts::default()
         },
         shape: Some(shape),
         group: Group::Rewritten,
         error: None,
         server: Some("10.0.0.7:9042".parse().unwrap()),
-        sampled_by: "head",
+        sampled_by: SampledBy::Head,
     };
     let batch = vec![record; 512];
     let mut encoder = Encoder::new(&autoprep::otel::export::resource());
