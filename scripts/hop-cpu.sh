@@ -3,8 +3,9 @@
 # benches/examples/hop_icount.rs with HOP_CPU set prints the process's CPU time per request
 # (every thread, kernel time included) over its measured region; autoprep's own is the run
 # through it less the same requests sent directly, measured in the same round. The settings
-# alternate within each round; the comparison is paired by round (a slow moment of the machine
-# weighs on every setting of its round), with a 95 % bootstrap interval of the mean ratio.
+# run in an order shuffled by round (below); the comparison is paired by round (a slow moment
+# of the machine weighs on every setting of its round), with a 95 % bootstrap interval of the
+# mean ratio.
 # Usage: scripts/hop-cpu.sh [ROUNDS] [RATIO...]   (default 15 rounds, ratios 0.01)
 #        HOP_BATCH=1 sends each request on its own (see benches/examples/hop_icount.rs).
 #        Every run has a second, sleeping thread standing for the admin server's of a deployed
@@ -17,7 +18,7 @@
 #        spans to a collector over http/protobuf (scripts/otelcol.sh starts one); by default
 #        to a port nobody listens on, where each export fails at once. BIN names another
 #        build of the example. BASE=path runs that build of the example too, in the same
-#        rounds (its settings alternating with this build's), each build's ratios taken to its
+#        rounds (its settings shuffled among this build's), each build's ratios taken to its
 #        own "off": two builds compared under the same moments of the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,24 +37,29 @@ one() {
     local b=$bin
     [ "${4:-this}" = this ] || b=$BASE
     if [ "$3" = off ]; then
-        env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$b" "$1" "$2" "$N" 2>/dev/null
+        env -u OTEL_EXPORTER_OTLP_ENDPOINT HOP_CPU=1 "$b" "$1" "$2" "$N" 2>/dev/null </dev/null
     else
         HOP_CPU=1 OTEL_EXPORTER_OTLP_ENDPOINT="${ENDPOINT:-http://127.0.0.1:9}" \
             OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=traceidratio \
-            OTEL_TRACES_SAMPLER_ARG="$3" "$b" "$1" "$2" "$N" 2>/dev/null
+            OTEL_TRACES_SAMPLER_ARG="$3" "$b" "$1" "$2" "$N" 2>/dev/null </dev/null
     fi | sed -n 's/^cpu_ns_per_request //p'
 }
+# The runs of a round after its direct one, in an order shuffled by round: a run's place in
+# the round (first after the direct run, or after a run that exported spans to a collector
+# still writing them) then weighs on every setting alike, as noise, not on one as a bias.
+shuffled() {
+    python3 -c 'import random, sys; l = sys.argv[2:]; random.Random(sys.argv[1]).shuffle(l); print("\n".join(l))' "$@"
+}
 for r in $(seq "$rounds"); do
-    # Which build runs first alternates by round.
-    order=("${builds[@]}")
-    [ $((r % 2)) = 1 ] || mapfile -t order < <(printf '%s\n' "${builds[@]}" | tac)
     for kind in execute query; do
         d=$(one "$kind" direct off)
+        pairs=()
         for s in off "${ratios[@]}"; do
-            for b in "${order[@]}"; do
-                echo "$r $kind $s $b $(one "$kind" proxy "$s" "$b") $d"
-            done
+            for b in "${builds[@]}"; do pairs+=("$s:$b"); done
         done
+        while IFS=: read -r s b; do
+            echo "$r $kind $s $b $(one "$kind" proxy "$s" "$b") $d"
+        done < <(shuffled "$r-$kind" "${pairs[@]}")
     done
 done | python3 -c '
 import random, statistics, sys

@@ -277,14 +277,14 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let before = seen.counts();
-    let process_cpu_ns = || procfs::process_cpu_ns(std::process::id()).unwrap_or(0);
+    let process_cpu_ns = procfs::own_cpu_ns;
     let exporter_cpu_ns = || procfs::threads_cpu_ns(std::process::id(), "autoprep-otel");
     let cpu = process_cpu_ns();
     let exporter_cpu = exporter_cpu_ns();
     measured(&rt, &mut client, batches)?;
     if let Some(ctx) = ctx.as_ref().filter(|c| c.tracing.enabled()) {
         // Every span of the measured requests exported, on the exporter's thread, before the
-        // CPU time is read (HOP_CPU); it waits, at most a poll of the exporter's queue.
+        // CPU time is read (HOP_CPU): the flush wakes the exporter and waits for its export.
         ctx.tracing.flush(std::time::Duration::from_secs(30));
     }
     let cpu = process_cpu_ns() - cpu;

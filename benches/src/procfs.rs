@@ -40,6 +40,15 @@ pub fn process_cpu_ns(pid: u32) -> Option<u64> {
     tasks_cpu_ns(pid, |_| true)
 }
 
+/// CPU time of every thread of this process so far, in nanoseconds, up to date
+/// (`CLOCK_PROCESS_CPUTIME_ID` brings the calling thread's time up to the moment, where its
+/// `schedstat` lags by up to a scheduler tick while it runs without sleeping: 4 ms on the test
+/// machine, against a run of a million requests through autoprep of about 550 ms).
+pub fn own_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// CPU time in nanoseconds of the threads of process `pid` named `name` (their `comm`), or
 /// `None` where /proc is not readable.
 pub fn threads_cpu_ns(pid: u32, name: &str) -> Option<u64> {
